@@ -1,0 +1,33 @@
+"""aiopim: emulate UPMEM processing-in-memory systems in virtual time for await-based hosts."""
+
+from ._core._dpu import DpuFault, FaultInfo
+from ._core._emulator import Emulator, current_emulator, now, run
+from ._core._errors import DeadlockError, DpuError, DpuErrorCode, JobType, dpu_error_to_string
+from ._core._machine import MachineConfig
+from ._core._program import DpuProgram, MemoryImage, MemorySpace, Symbol
+from .dpu import Program, Tasklet
+from .host import DpuSet
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DeadlockError",
+    "DpuError",
+    "DpuErrorCode",
+    "DpuFault",
+    "DpuProgram",
+    "DpuSet",
+    "Emulator",
+    "FaultInfo",
+    "JobType",
+    "MachineConfig",
+    "MemoryImage",
+    "MemorySpace",
+    "Program",
+    "Symbol",
+    "Tasklet",
+    "current_emulator",
+    "dpu_error_to_string",
+    "now",
+    "run",
+]

@@ -1,0 +1,1 @@
+"""Kernel, bridge, rank actors and memories (private)."""

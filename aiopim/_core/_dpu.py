@@ -1,0 +1,307 @@
+"""One emulated DPU: memories, run state, the revolver pipeline and the DMA engine."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from heapq import heappop, heappush
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import timing
+from ._kernel import Command, Entry, Kernel, Process
+from ._memory import Bytes, MramBank
+
+if TYPE_CHECKING:
+    from ._program import DpuProgram
+    from ._rank import Rank
+
+
+class DpuFault(Exception):  # noqa: N818 - the SDK's word
+    """Raised inside DPU code to stop the DPU in fault (software fault ``code`` or a memory/DMA fault)."""
+
+    def __init__(self, reason: str, code: int | None = None) -> None:
+        self.reason = reason
+        self.code = code
+        super().__init__(reason if code is None else f"fault {code}: {reason}")
+
+
+@dataclass(frozen=True)
+class FaultInfo:
+    """Why and where a DPU stopped in fault (for debugging; the host only sees DPU_ERR_DPU_FAULT)."""
+
+    reason: str
+    code: int | None
+    tasklet: int | None
+    time_ps: int
+    exception: BaseException | None = None
+
+
+class Pipeline:
+    """The revolver pipeline as processor sharing.
+
+    A tasklet issues at most one instruction every 11 cycles and the DPU at most one per cycle,
+    so each of ``n`` computing tasklets progresses at ``1/max(11, n)`` instruction per cycle.
+    ``attained`` is the service (instructions) every computing tasklet has received since the
+    pipeline was last empty; a tasklet that needs ``k`` more finishes when it reaches its target.
+    """
+
+    __slots__ = (
+        "_actor",
+        "_heap",
+        "_seq",
+        "_timer",
+        "attained",
+        "cycle_ps",
+        "instructions",
+        "kernel",
+        "n",
+        "t",
+    )
+
+    def __init__(self, kernel: Kernel, cycle_ps: float, actor: int) -> None:
+        self.kernel = kernel
+        self.cycle_ps = cycle_ps
+        self._actor = actor
+        self.n = 0
+        self.attained = 0.0
+        self.t = 0
+        self._heap: list[tuple[float, int, Process]] = []
+        self._seq = 0
+        self._timer: Entry | None = None
+        self.instructions = 0
+
+    def reset(self) -> None:
+        """Forget every computing tasklet (DPU stopped)."""
+        if self._timer is not None:
+            Kernel.cancel(self._timer)
+            self._timer = None
+        self._heap.clear()
+        self.n = 0
+        self.attained = 0.0
+
+    def _advance(self) -> None:
+        now = self.kernel.now
+        if self.n:
+            self.attained += (now - self.t) / (max(timing.REVOLVER_CYCLES, self.n) * self.cycle_ps)
+        self.t = now
+
+    def compute(self, proc: Process, instructions: int) -> None:
+        """Run ``instructions`` for ``proc``; it resumes when they have issued."""
+        self._advance()
+        self.instructions += instructions
+        self._seq += 1
+        heappush(self._heap, (self.attained + instructions, self._seq, proc))
+        self.n += 1
+        self._reschedule()
+
+    def _reschedule(self) -> None:
+        if self._timer is not None:
+            Kernel.cancel(self._timer)
+            self._timer = None
+        if not self._heap:
+            self.attained = 0.0
+            return
+        remaining = self._heap[0][0] - self.attained
+        dt = remaining * max(timing.REVOLVER_CYCLES, self.n) * self.cycle_ps
+        when = self.kernel.now + max(0, math.ceil(dt - 1e-6))
+        self._timer = self.kernel.call_at(when, self._on_timer, None, self._actor)
+
+    def _on_timer(self, _: Any) -> None:
+        self._timer = None
+        self._advance()
+        heap = self._heap
+        k = self.kernel
+        while heap and heap[0][0] <= self.attained + 1e-6:
+            _, _, proc = heappop(heap)
+            self.n -= 1
+            k.call_soon(proc.resume, None, proc.actor)
+        self._reschedule()
+
+
+class ComputeCommand(Command):
+    """Await the issue of ``instructions`` in the DPU pipeline."""
+
+    __slots__ = ("instructions", "pipeline")
+
+    def __init__(self, pipeline: Pipeline, instructions: int) -> None:
+        self.pipeline = pipeline
+        self.instructions = instructions
+
+    def arm(self, proc: Process) -> None:
+        proc.blocked_on = "compute"
+        self.pipeline.compute(proc, self.instructions)
+
+
+class DmaEngine:
+    """The DPU's MRAM<->WRAM DMA engine: requests served in order, latencies overlap."""
+
+    __slots__ = ("_actor", "bytes", "chip", "free_at", "kernel", "requests")
+
+    def __init__(self, kernel: Kernel, chip: timing.ChipProfile, actor: int) -> None:
+        self.kernel = kernel
+        self.chip = chip
+        self._actor = actor
+        self.free_at = 0
+        self.requests = 0
+        self.bytes = 0
+
+    def submit(self, size: int, write: bool, done: Callable[[Any], None], arg: Any) -> int:
+        """Queue a DMA of ``size`` bytes; ``done(arg)`` runs at completion. Returns its time."""
+        busy, latency = timing.dma_cycles(size, write=write)
+        k = self.kernel
+        start = max(k.now, self.free_at)
+        self.free_at = start + self.chip.cycles_to_ps(busy)
+        when = start + self.chip.cycles_to_ps(latency)
+        self.requests += 1
+        self.bytes += size
+        k.call_at(when, done, arg, self._actor)
+        return when
+
+
+class DmaCommand(Command):
+    """Await one DMA; ``apply`` copies the bytes when the transfer completes."""
+
+    __slots__ = ("apply", "engine", "size", "write")
+
+    def __init__(self, engine: DmaEngine, size: int, write: bool, apply: Callable[[], None]) -> None:
+        self.engine = engine
+        self.size = size
+        self.write = write
+        self.apply = apply
+
+    def arm(self, proc: Process) -> None:
+        proc.blocked_on = "DMA"
+        self.engine.submit(self.size, self.write, self._complete, proc)
+
+    def _complete(self, proc: Process) -> None:
+        if proc.done:
+            return
+        try:
+            self.apply()
+        except BaseException as exc:
+            proc.throw(exc)
+            return
+        proc.resume(None)
+
+
+class Dpu:
+    """Memories and run state of one DPU."""
+
+    def __init__(self, rank: Rank, index: int, chip: timing.ChipProfile, kernel: Kernel) -> None:
+        self.rank = rank
+        self.index = index
+        self.ci, self.member = divmod(index, 8)
+        self.chip = chip
+        self.kernel = kernel
+        self.enabled = True
+        self.actor = ((rank.index + 1) << 16) | ((index + 1) << 5)
+        self.wram: Bytes = np.zeros(chip.wram_size, dtype=np.uint8)
+        self.iram: Bytes = np.zeros(chip.iram_instructions * 8, dtype=np.uint8)
+        self.mram = MramBank(chip.mram_size)
+        self.program: DpuProgram | None = None
+        self.running = False
+        self.fault: FaultInfo | None = None
+        self.pipeline = Pipeline(kernel, chip.cycle_ps, self.actor)
+        self.dma = DmaEngine(kernel, chip, self.actor)
+        self.tasklets: list[Process] = []
+        self._live = 0
+        #: runtime state that persists across boots (heap pointer, ...); reset by load
+        self.persistent: dict[str, Any] = {}
+        #: runtime state reset at every boot (atomic bits, ...)
+        self.boot_state: dict[str, Any] = {}
+        self.log: list[str] = []
+        self.boot_time = 0
+        self.last_run_ps = 0
+        self.on_stop: Callable[[Dpu], None] | None = None
+
+    @property
+    def dpu_id(self) -> int:
+        """The id printed by ``dpu_log_read``: rank_id << 16 | ci << 8 | member."""
+        return (self.rank.index << 16) | (self.ci << 8) | self.member
+
+    @property
+    def name(self) -> str:
+        """``rank.ci.member`` as the SDK prints it."""
+        return f"{self.rank.index}.{self.ci}.{self.member}"
+
+    def reset_memories(self) -> None:
+        """Zero every memory (allocation reset)."""
+        self.wram.fill(0)
+        self.iram.fill(0)
+        self.mram.clear()
+        self.persistent.clear()
+
+    # -- running ----------------------------------------------------------------------------
+    def boot(self) -> None:
+        """Start the loaded program at the current virtual time."""
+        assert self.program is not None
+        self.running = True
+        self.fault = None
+        self.boot_state = {}
+        self.log.clear()
+        self.boot_time = self.kernel.now
+        self.tasklets = []
+        self._live = 0
+        self.program.boot(self)
+        if self._live == 0:
+            self._stop()
+
+    def spawn_tasklet(self, tasklet_id: int, coro: Coroutine[Any, Any, Any]) -> Process:
+        """Start one tasklet coroutine on this DPU."""
+        proc = self.kernel.spawn(
+            coro,
+            actor=self.actor | tasklet_id,
+            name=f"DPU {self.name} tasklet {tasklet_id}",
+            on_exit=self._tasklet_exit,
+        )
+        self.tasklets.append(proc)
+        self._live += 1
+        return proc
+
+    def _tasklet_exit(self, proc: Process, exc: BaseException | None) -> None:
+        if not self.running:
+            return
+        self._live -= 1
+        if exc is not None:
+            tid = proc.actor & 31
+            if isinstance(exc, DpuFault):
+                self.stop_in_fault(exc.reason, exc.code, tid, exc)
+            else:
+                self.stop_in_fault(
+                    f"unhandled {type(exc).__name__} in tasklet {tid}: {exc}", None, tid, exc
+                )
+            return
+        if self._live == 0:
+            self._stop()
+
+    def stop_in_fault(
+        self, reason: str, code: int | None, tasklet: int | None, exc: BaseException | None = None
+    ) -> None:
+        """Stop every tasklet; the DPU is in fault."""
+        if not self.running:
+            return
+        self.fault = FaultInfo(reason, code, tasklet, self.kernel.now, exc)
+        self._stop()
+
+    def _stop(self) -> None:
+        self.running = False
+        self.last_run_ps = self.kernel.now - self.boot_time
+        self.pipeline.reset()
+        for proc in self.tasklets:
+            if not proc.done:
+                proc.done = True
+                proc.coro.close()
+        self.tasklets = []
+        if self.on_stop is not None:
+            self.on_stop(self)
+
+    def blocked_tasklets(self) -> list[str]:
+        """Descriptions of tasklets waiting forever (for deadlock reports)."""
+        return [
+            f"{p.name} waiting on {p.blocked_on or 'something'}"
+            for p in self.tasklets
+            if not p.done
+        ]

@@ -1,0 +1,256 @@
+"""The emulated machine tied to one kernel, one clock and one host event loop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+import trio
+
+from ._bridge import Bridge, VirtualEventLoop, VirtualTrioClock
+from ._errors import DpuError, DpuErrorCode
+from ._kernel import HostWaiter, Kernel
+from ._machine import MachineConfig, Profile, machine_from_profile, parse_profile
+from ._rank import Rank
+from ._recorder import Recorder
+
+T = TypeVar("T")
+BACKENDS = ("asyncio", "trio")
+
+
+class Emulator:
+    """One emulated UPMEM system and its virtual clock.
+
+    Use :func:`aiopim.run` for whole programs, or hand :meth:`anyio_backend` to the anyio
+    pytest plugin (or :meth:`trio_clock` to pytest-trio) to run tests in virtual time.
+    """
+
+    def __init__(
+        self,
+        machine: MachineConfig | None = None,
+        *,
+        seed: int = 0,
+        explore: bool = False,
+        record: bool = True,
+    ) -> None:
+        self.seed = seed
+        self.kernel = Kernel(explore_seed=seed if explore else None)
+        self.bridge = Bridge(self.kernel)
+        self.bridge.emulator = self
+        self.config = machine or MachineConfig()
+        self.recorder: Recorder | None = Recorder() if record else None
+        if self.recorder is not None:
+            self.recorder.bind_clock(lambda: self.kernel.now)
+        self._ranks: dict[int, Rank] = {}
+        self._callback_requests: deque[Callable[[], Awaitable[None]]] = deque()
+        self._service_waiter: HostWaiter | None = None
+        self._service_running = False
+        self._host_tg: anyio.abc.TaskGroup | None = None
+        self.host_errors: list[BaseException] = []
+
+    # -- machine --------------------------------------------------------------------------------
+    def rank(self, index: int) -> Rank:
+        """Rank ``index`` of the machine (created on first use)."""
+        r = self._ranks.get(index)
+        if r is None:
+            r = self._ranks[index] = Rank(
+                self, index, self.config.chip_profile, self.config.nr_dpus_per_rank
+            )
+        return r
+
+    def configure(self, profile: Profile) -> None:
+        """Apply the machine keys of an allocation profile (only while nothing is allocated)."""
+        cfg = machine_from_profile(self.config, profile)
+        if cfg == self.config:
+            return
+        if any(r.allocated for r in self._ranks.values()):
+            raise DpuError(
+                DpuErrorCode.DPU_ERR_INVALID_PROFILE,
+                f"the profile asks for a {cfg} machine but ranks of the current {self.config} "
+                "machine are allocated; free them first",
+            )
+        for r in self._ranks.values():
+            self.kernel.blocked_reporters.remove(r.describe_blocked)
+        self._ranks.clear()
+        self.config = cfg
+
+    def allocate_ranks(self, profile_text: str | None, nr_ranks: int) -> tuple[list[Rank], Profile]:
+        """Take ``nr_ranks`` free ranks (all of them for ``nr_ranks < 0``)."""
+        profile = parse_profile(profile_text)
+        self.configure(profile)
+        free = [
+            self.rank(i) for i in range(self.config.nr_ranks) if not self.rank(i).allocated
+        ]
+        if nr_ranks < 0:
+            taken = free
+        else:
+            taken = free[:nr_ranks]
+        if not taken or (nr_ranks >= 0 and len(taken) < nr_ranks):
+            raise DpuError(
+                DpuErrorCode.DPU_ERR_ALLOCATION,
+                f"{len(free)} free rank(s) of {self.config.nr_dpus_per_rank} DPUs; asked for "
+                f"{'all' if nr_ranks < 0 else nr_ranks}",
+            )
+        for r in taken:
+            r.allocated = True
+            r.nr_job_slots = r.free_slots = profile.nr_jobs_per_rank
+            r.job_error = 0
+            r.xfer_matrix.clear()
+            r.callback_matrix.clear()
+            for d in r.dpus:
+                d.enabled = not (profile.disabled_mask >> d.index) & 1
+                if not profile.disable_reset_on_alloc:
+                    d.reset_memories()
+                    d.program = None
+        return taken, profile
+
+    # -- running --------------------------------------------------------------------------------
+    def asyncio_loop_factory(self) -> asyncio.AbstractEventLoop:
+        """An asyncio event loop running in this emulator's virtual time."""
+        self.bridge.backend = "asyncio"
+        return VirtualEventLoop(self.bridge)
+
+    def trio_clock(self) -> trio.abc.Clock:
+        """A trio clock running this emulator's virtual time (pass as ``clock=``)."""
+        return VirtualTrioClock(self.bridge)
+
+    def anyio_backend(self, backend: str) -> tuple[str, dict[str, Any]]:
+        """``(name, options)`` for ``anyio.run`` or the anyio pytest plugin's ``anyio_backend``."""
+        if backend == "asyncio":
+            return "asyncio", {"loop_factory": self.asyncio_loop_factory}
+        if backend == "trio":
+            return "trio", {"clock": self.trio_clock()}
+        raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
+
+    def run(self, main: Callable[..., Awaitable[T]], *args: Any, backend: str = "asyncio") -> T:
+        """Run ``main(*args)`` as the host program, in virtual time, on ``backend``."""
+        name, options = self.anyio_backend(backend)
+        result: T = anyio.run(self._root, main, args, backend=name, backend_options=options)
+        return result
+
+    async def _root(self, main: Callable[..., Awaitable[T]], args: tuple[Any, ...]) -> T:
+        outcome: list[Any] = []
+        async with anyio.create_task_group() as tg:
+            self._host_tg = tg
+            tg.start_soon(self._callback_service)
+            try:
+                with anyio.CancelScope() as scope:
+                    self.bridge.main_scope = scope
+                    try:
+                        outcome.append(await main(*args))
+                    except Exception as exc:  # re-raised outside the task group, unwrapped
+                        outcome.append(exc)
+                        outcome.append(None)
+            finally:
+                self.bridge.main_scope = None
+                tg.cancel_scope.cancel()
+        self._host_tg = None
+        if self.bridge.failure is not None and (not outcome or len(outcome) == 2):
+            raise self.bridge.failure
+        if len(outcome) == 2:
+            raise outcome[0]
+        if self.host_errors:
+            raise self.host_errors[0]
+        return outcome[0]  # type: ignore[no-any-return]
+
+    # -- host callbacks -------------------------------------------------------------------------
+    def call_host(self, fn: Callable[[], Awaitable[None]]) -> None:
+        """Run ``fn()`` as a new host task (callback jobs); deterministic, one per idle pass."""
+        self._callback_requests.append(fn)
+        if self._host_tg is None and not self._service_running:
+            raise DpuError(
+                DpuErrorCode.DPU_ERR_INTERNAL,
+                "a callback job needs a host task group: run the program with aiopim.run(), "
+                "or inside `async with aiopim.host_services():`",
+            )
+        w = self._service_waiter
+        if w is not None and w.pending:
+            self.kernel.call_soon(lambda _: w.resolve() if w.pending else None)
+
+    async def _callback_service(self) -> None:
+        self._service_running = True
+        try:
+            async with anyio.create_task_group() as tg:
+                while True:
+                    if not self._callback_requests:
+                        w = self.kernel.new_waiter("callback requests", daemon=True)
+                        self._service_waiter = w
+                        await self.bridge.wait(w)
+                        continue
+                    fn = self._callback_requests.popleft()
+                    tg.start_soon(self._run_host_fn, fn)
+                    # let the new task run until it blocks before starting another
+                    w = self.kernel.new_waiter("callback start", daemon=True)
+                    self.kernel.call_soon(lambda _, w=w: w.resolve())
+                    await self.bridge.wait(w)
+        finally:
+            self._service_running = False
+            self._service_waiter = None
+
+    async def _run_host_fn(self, fn: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await fn()
+        except Exception as exc:
+            self.host_errors.append(exc)
+            self.bridge._fail(exc)
+
+    async def delay(self, ps: int, description: str = "virtual time") -> None:
+        """Let ``ps`` picoseconds of virtual time pass for the calling host task."""
+        w = self.kernel.new_waiter(description)
+        self.kernel.call_at(self.kernel.now + ps, lambda _: w.resolve())
+        await self.bridge.wait(w)
+
+    @property
+    def now_ps(self) -> int:
+        """Virtual time in picoseconds."""
+        return self.kernel.now
+
+
+def current_emulator() -> Emulator:
+    """The emulator whose virtual clock drives the running event loop."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    if isinstance(loop, VirtualEventLoop):
+        emu = _emulator_of(loop.aiopim_bridge)
+        if emu is not None:
+            return emu
+    if loop is None:
+        try:
+            clock = trio.lowlevel.current_clock()
+        except RuntimeError:
+            clock = None
+        if isinstance(clock, VirtualTrioClock):
+            emu = _emulator_of(clock.aiopim_bridge)
+            if emu is not None:
+                return emu
+    raise RuntimeError(
+        "no aiopim emulator drives this event loop: start the program with aiopim.run(main), "
+        "or give the test an Emulator's anyio_backend()/trio_clock()"
+    )
+
+
+def _emulator_of(bridge: Bridge) -> Emulator | None:
+    emu = bridge.emulator
+    return emu if isinstance(emu, Emulator) else None
+
+
+def now() -> float:
+    """Current virtual time in seconds."""
+    return current_emulator().kernel.now / 1e12
+
+
+def run(
+    main: Callable[..., Awaitable[T]],
+    *args: Any,
+    backend: str = "asyncio",
+    seed: int = 0,
+    machine: MachineConfig | None = None,
+    explore: bool = False,
+) -> T:
+    """Run the host program ``main(*args)`` on a fresh emulator in virtual time."""
+    return Emulator(machine, seed=seed, explore=explore).run(main, *args, backend=backend)

@@ -1,0 +1,308 @@
+"""The virtual-time kernel: one integer clock, a deterministic event heap, kernel processes.
+
+Events are ordered by ``(time, priority, actor, sequence)``. ``actor`` is a stable identity
+assigned by the emulator (rank, DPU, tasklet), so ties never depend on event-loop arrival
+order. In exploration mode the actor key is replaced by a seeded random permutation.
+Kernel processes (DPU tasklets) are coroutines stepped here directly, never by asyncio/trio.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable, Coroutine, Generator
+from heapq import heappop, heappush
+from typing import Any
+
+INFINITY = 1 << 127
+
+#: Priorities inside one instant: lower runs first.
+PRIO_URGENT = 0
+PRIO_NORMAL = 1
+PRIO_LATE = 2
+
+Callback = Callable[[Any], None]
+# [time, priority, tiebreak, seq, callback, arg]; callback None = cancelled
+Entry = list[Any]
+
+
+class Kernel:
+    """Owns virtual time and runs emulated events in a deterministic order."""
+
+    def __init__(self, *, explore_seed: int | None = None) -> None:
+        self.now = 0
+        self._heap: list[Entry] = []
+        self._seq = 0
+        self._explore: random.Random | None = (
+            random.Random(explore_seed) if explore_seed is not None else None
+        )
+        self._explore_keys: dict[int, int] = {}
+        #: host waiters resolved but not yet delivered to the event loop, in kernel order
+        self.host_pending: deque[HostWaiter] = deque()
+        #: live host waiters (for deadlock reports)
+        self.host_waiting: dict[int, HostWaiter] = {}
+        self._waiter_ids = 0
+        #: callables describing blocked emulated actors (for deadlock reports)
+        self.blocked_reporters: list[Callable[[], list[str]]] = []
+        self.events_processed = 0
+        #: set by a process that failed with an exception the emulator could not route
+        self.crashed: BaseException | None = None
+
+    # -- scheduling ---------------------------------------------------------------------------
+    def call_at(
+        self, when: int, fn: Callback, arg: Any = None, actor: int = 0, priority: int = PRIO_NORMAL
+    ) -> Entry:
+        """Run ``fn(arg)`` at virtual time ``when`` (picoseconds); returns a cancellable entry."""
+        if when < self.now:
+            when = self.now
+        self._seq += 1
+        if self._explore is not None:
+            actor = self._explore_key(actor)
+        entry: Entry = [when, priority, actor, self._seq, fn, arg]
+        heappush(self._heap, entry)
+        return entry
+
+    def call_soon(
+        self, fn: Callback, arg: Any = None, actor: int = 0, priority: int = PRIO_NORMAL
+    ) -> Entry:
+        """Run ``fn(arg)`` at the current virtual time, after what is already due."""
+        return self.call_at(self.now, fn, arg, actor, priority)
+
+    @staticmethod
+    def cancel(entry: Entry) -> None:
+        """Cancel a scheduled entry (no effect if it already ran)."""
+        entry[4] = None
+
+    def _explore_key(self, actor: int) -> int:
+        assert self._explore is not None
+        # A fresh random key per scheduled event: simultaneous events are permuted.
+        return self._explore.getrandbits(62)
+
+    @property
+    def exploring(self) -> bool:
+        """True when simultaneous events are ordered by a seeded random permutation."""
+        return self._explore is not None
+
+    def next_event_time(self) -> int | None:
+        """Time of the earliest live event, or None."""
+        heap = self._heap
+        while heap and heap[0][4] is None:
+            heappop(heap)
+        return heap[0][0] if heap else None
+
+    def run(self, limit: int) -> None:
+        """Process events due at or before ``limit`` until a host task has been woken."""
+        heap = self._heap
+        pending = self.host_pending
+        n = 0
+        try:
+            while heap and not pending:
+                entry = heap[0]
+                if entry[0] > limit:
+                    break
+                heappop(heap)
+                fn = entry[4]
+                if fn is None:
+                    continue
+                self.now = entry[0]
+                n += 1
+                fn(entry[5])
+        finally:
+            self.events_processed += n
+
+    # -- processes ----------------------------------------------------------------------------
+    def spawn(
+        self,
+        coro: Coroutine[Any, Any, Any],
+        *,
+        actor: int,
+        name: str,
+        on_exit: Callable[[Process, BaseException | None], None] | None = None,
+    ) -> Process:
+        """Start a kernel process at the current time (stepped by the kernel, not the loop)."""
+        proc = Process(self, coro, actor, name, on_exit)
+        self.call_soon(proc.resume, None, actor)
+        return proc
+
+    # -- host waiters -------------------------------------------------------------------------
+    def new_waiter(self, description: str, *, daemon: bool = False) -> HostWaiter:
+        """A one-shot result a host task can await (see the bridge)."""
+        self._waiter_ids += 1
+        w = HostWaiter(self, self._waiter_ids, description, daemon)
+        self.host_waiting[w.ident] = w
+        return w
+
+    def describe_blocked(self) -> list[str]:
+        """Human-readable list of everything that is waiting (host tasks and actors)."""
+        lines = [
+            f"host task waiting for {w.description}"
+            for w in self.host_waiting.values()
+            if not w.daemon
+        ]
+        for reporter in self.blocked_reporters:
+            lines.extend(reporter())
+        return lines
+
+
+class HostWaiter:
+    """A one-shot value or error that a host coroutine awaits through the bridge."""
+
+    __slots__ = ("_kernel", "daemon", "description", "error", "handle", "ident", "state", "value")
+
+    PENDING = 0
+    RESOLVED = 1
+    DELIVERED = 2
+    ABANDONED = 3
+
+    def __init__(self, kernel: Kernel, ident: int, description: str, daemon: bool) -> None:
+        self._kernel = kernel
+        self.ident = ident
+        self.description = description
+        self.daemon = daemon
+        self.state = HostWaiter.PENDING
+        self.value: Any = None
+        self.error: BaseException | None = None
+        #: backend-specific handle set by the bridge while a task awaits (future / trio task)
+        self.handle: Any = None
+
+    def resolve(self, value: Any = None, error: BaseException | None = None) -> None:
+        """Complete the waiter; the host task is woken when the event loop is next idle."""
+        if self.state != HostWaiter.PENDING:
+            return
+        self.value = value
+        self.error = error
+        self.state = HostWaiter.RESOLVED
+        self._kernel.host_waiting.pop(self.ident, None)
+        self._kernel.host_pending.append(self)
+
+    def abandon(self) -> None:
+        """The awaiting host task was cancelled: drop the result."""
+        if self.state in (HostWaiter.PENDING, HostWaiter.RESOLVED):
+            self.state = HostWaiter.ABANDONED
+            self._kernel.host_waiting.pop(self.ident, None)
+
+    @property
+    def pending(self) -> bool:
+        """True until the waiter is resolved or abandoned."""
+        return self.state == HostWaiter.PENDING
+
+
+class Command:
+    """Base of objects a kernel process awaits; ``arm`` decides when it resumes."""
+
+    __slots__ = ()
+
+    def arm(self, proc: Process) -> None:
+        raise NotImplementedError
+
+    def __await__(self) -> Generator[Command, Any, Any]:
+        return (yield self)
+
+
+class Delay(Command):
+    """Resume the awaiting process after ``ps`` picoseconds."""
+
+    __slots__ = ("ps",)
+
+    def __init__(self, ps: int) -> None:
+        self.ps = ps
+
+    def arm(self, proc: Process) -> None:
+        k = proc.kernel
+        k.call_at(k.now + self.ps, proc.resume, None, proc.actor)
+
+
+class WaitQueue(Command):
+    """FIFO queue of parked processes; ``await queue`` parks the caller."""
+
+    __slots__ = ("label", "waiters")
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.waiters: deque[Process] = deque()
+
+    def arm(self, proc: Process) -> None:
+        proc.blocked_on = self.label
+        self.waiters.append(proc)
+
+    def wake_one(self, value: Any = None) -> bool:
+        """Resume the longest-waiting process (at the current time); False if none."""
+        if not self.waiters:
+            return False
+        proc = self.waiters.popleft()
+        proc.blocked_on = None
+        proc.kernel.call_soon(proc.resume, value, proc.actor)
+        return True
+
+    def wake_all(self, value: Any = None) -> int:
+        """Resume every waiting process in FIFO order; returns how many."""
+        n = 0
+        while self.wake_one(value):
+            n += 1
+        return n
+
+
+class Process:
+    """A coroutine stepped by the kernel; it awaits :class:`Command` objects."""
+
+    __slots__ = ("actor", "blocked_on", "coro", "done", "kernel", "name", "on_exit")
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        coro: Coroutine[Any, Any, Any],
+        actor: int,
+        name: str,
+        on_exit: Callable[[Process, BaseException | None], None] | None,
+    ) -> None:
+        self.kernel = kernel
+        self.coro = coro
+        self.actor = actor
+        self.name = name
+        self.on_exit = on_exit
+        self.blocked_on: str | None = None
+        self.done = False
+
+    def resume(self, value: Any) -> None:
+        """Step the coroutine with ``value`` and arm whatever it awaits next."""
+        if self.done:
+            return
+        try:
+            cmd = self.coro.send(value)
+        except StopIteration:
+            self._exit(None)
+            return
+        except BaseException as exc:  # a fault of the emulated program
+            self._exit(exc)
+            return
+        try:
+            cmd.arm(self)
+        except AttributeError:
+            self.coro.close()
+            self._exit(
+                TypeError(
+                    f"{self.name} awaited {cmd!r}; a DPU program may only await aiopim "
+                    "runtime operations (DMA, barriers, ...), not host/event-loop objects"
+                )
+            )
+
+    def throw(self, exc: BaseException) -> None:
+        """Raise ``exc`` inside the coroutine at its current await."""
+        if self.done:
+            return
+        try:
+            cmd = self.coro.throw(exc)
+        except StopIteration:
+            self._exit(None)
+            return
+        except BaseException as err:
+            self._exit(err)
+            return
+        cmd.arm(self)
+
+    def _exit(self, exc: BaseException | None) -> None:
+        self.done = True
+        if self.on_exit is not None:
+            self.on_exit(self, exc)
+        elif exc is not None:
+            self.kernel.crashed = exc

@@ -1,0 +1,345 @@
+"""The rank actor: the SDK's strict FIFO job queue with job slots and sticky async errors.
+
+Rules (spec §3.2): only the head job runs; a parallel head job runs even while DPUs of the
+rank run, any other head job waits until no DPU of the rank is running. A failed job stores
+``0x80000000 | type << 16 | err`` on the rank and flushes the queue; SYNC jobs in the flushed
+queue wake their waiters with that error.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .. import timing
+from ._errors import PARALLEL_JOB_TYPES, DpuErrorCode, JobType, encode_async_error
+from ._kernel import PRIO_LATE, HostWaiter, Kernel
+
+if TYPE_CHECKING:
+    from ._dpu import Dpu
+    from ._emulator import Emulator
+
+
+class JobFailed(Exception):  # noqa: N818
+    """Raised by a job body: the job fails with ``code``."""
+
+    def __init__(self, code: DpuErrorCode, message: str = "") -> None:
+        self.code = code
+        self.message = message
+        super().__init__(f"{code.name}: {message}")
+
+
+class SyncGroup:
+    """Waits for one SYNC/SYNC_PARALLEL job on each rank of a synchronous call."""
+
+    __slots__ = ("errors", "remaining", "waiter")
+
+    def __init__(self, waiter: HostWaiter, nr_ranks: int) -> None:
+        self.waiter = waiter
+        self.remaining = nr_ranks
+        self.errors: list[tuple[Rank, int, str]] = []
+
+    def rank_done(self, rank: Rank, error: int) -> None:
+        if error:
+            self.errors.append((rank, error, rank.job_error_message))
+        self.remaining -= 1
+        if self.remaining == 0:
+            if self.waiter.pending and self.errors:
+                # The synchronous caller knows the queue state: it recovers the ranks (§2.2).
+                for r, _ in self.errors:
+                    r.job_error = 0
+            self.errors.sort(key=lambda e: e[0].index)
+            self.waiter.resolve(self.errors)
+
+
+#: What a job body returns: its duration in ps, or None when something else finishes it
+JobBody = Callable[["Job"], "int | None"]
+
+
+class Job:
+    """One entry of a rank's queue."""
+
+    __slots__ = (
+        "apply",
+        "body",
+        "end_ps",
+        "info",
+        "parallel",
+        "rank",
+        "seq",
+        "start_ps",
+        "submit_ps",
+        "sync_group",
+        "type",
+    )
+
+    def __init__(
+        self,
+        rank: Rank,
+        job_type: JobType,
+        body: JobBody | None = None,
+        *,
+        info: dict[str, Any] | None = None,
+        sync_group: SyncGroup | None = None,
+    ) -> None:
+        self.rank = rank
+        self.type = job_type
+        self.parallel = job_type in PARALLEL_JOB_TYPES
+        self.body = body
+        #: effects applied when the job ends (data copied)
+        self.apply: Callable[[], None] | None = None
+        self.info = info or {}
+        self.sync_group = sync_group
+        self.seq = 0
+        self.submit_ps = 0
+        self.start_ps = -1
+        self.end_ps = -1
+
+
+class Rank:
+    """One rank of 64 DPUs (or fewer) with its job queue."""
+
+    def __init__(self, emulator: Emulator, index: int, chip: timing.ChipProfile, nr_dpus: int):
+        from ._dpu import Dpu
+
+        self.emulator = emulator
+        self.kernel: Kernel = emulator.kernel
+        self.index = index
+        self.chip = chip
+        self.actor = (index + 1) << 16
+        self.dpus: list[Dpu] = [Dpu(self, i, chip, self.kernel) for i in range(nr_dpus)]
+        for d in self.dpus:
+            d.on_stop = self._dpu_stopped
+        self.allocated = False
+        self.nr_job_slots = 16
+        self.free_slots = 16
+        self.queue: deque[Job] = deque()
+        self.current: Job | None = None
+        self.job_error = 0
+        self.job_error_message = ""
+        self.running_dpus = 0
+        #: as seen by the host library (cleared after the polling latency)
+        self.dpus_running = False
+        self.last_launch_type = JobType.LAUNCH_RANK
+        self._slot_waiters: deque[HostWaiter] = deque()
+        self._poll_pending = False
+        self._seq = 0
+        #: host pointers per DPU index, recorded by dpu_prepare_xfer
+        self.xfer_matrix: dict[int, Any] = {}
+        self.callback_matrix: dict[int, Any] = {}
+        #: a blocking callback holds the rank (inline execution of its sync calls)
+        self._holds: deque[Callable[[Rank], None]] = deque()
+        self.held = False
+        #: host waiters resolved when the rank has no running DPU and no running job
+        self.stop_waiters: list[HostWaiter] = []
+        #: host waiters resolved when no DPU of the rank runs (inline launches)
+        self.dpu_stop_waiters: list[HostWaiter] = []
+        self.kernel.blocked_reporters.append(self.describe_blocked)
+
+    @property
+    def enabled_dpus(self) -> list[Dpu]:
+        """DPUs visible to iteration and counting."""
+        return [d for d in self.dpus if d.enabled]
+
+    # -- submission (host side) ---------------------------------------------------------------
+    def submit(self, job: Job) -> None:
+        """Append ``job`` (a slot must have been reserved)."""
+        self._seq += 1
+        job.seq = self._seq
+        job.submit_ps = self.kernel.now
+        self.queue.append(job)
+        rec = self.emulator.recorder
+        if rec is not None:
+            rec.job_submitted(job)
+        if self.current is None and len(self.queue) == 1:
+            self.kernel.call_soon(self._try_start, None, self.actor)
+
+    def slot_waiter(self) -> HostWaiter:
+        """A waiter resolved when a job slot of this rank is freed."""
+        w = self.kernel.new_waiter(f"a free job slot on rank {self.index}")
+        self._slot_waiters.append(w)
+        return w
+
+    # -- execution (kernel side) --------------------------------------------------------------
+    def _try_start(self, _: Any = None) -> None:
+        if self.current is None and self._holds and not self.held:
+            self.held = True
+            self._holds.popleft()(self)
+        if self.current is not None or self.held or not self.queue:
+            self._notify_stopped()
+            return
+        job = self.queue[0]
+        if not job.parallel and self.dpus_running:
+            return
+        self.current = job
+        job.start_ps = self.kernel.now
+        rec = self.emulator.recorder
+        if rec is not None:
+            rec.job_started(job)
+        if job.body is None:
+            duration: int | None = 0
+        else:
+            try:
+                duration = job.body(job)
+            except JobFailed as failure:
+                job.info["error"] = failure.message
+                self.finish(job, failure.code)
+                return
+        if duration is not None:
+            self.kernel.call_at(self.kernel.now + duration, self._end, job, self.actor)
+
+    def _end(self, job: Job) -> None:
+        if job.apply is not None:
+            try:
+                job.apply()
+            except JobFailed as failure:
+                job.info["error"] = failure.message
+                self.finish(job, failure.code)
+                return
+        self.finish(job, DpuErrorCode.DPU_OK)
+
+    def finish(self, job: Job, code: DpuErrorCode) -> None:
+        """The running head job ended with ``code``."""
+        assert self.current is job
+        self.current = None
+        if self.queue and self.queue[0] is job:
+            self.queue.popleft()
+        job.end_ps = self.kernel.now
+        self._free_slots(1)
+        rec = self.emulator.recorder
+        if rec is not None:
+            rec.job_finished(job, int(code))
+        if code != DpuErrorCode.DPU_OK:
+            self.fail(encode_async_error(job.type, code), job.info.get("error", code.name))
+        elif job.sync_group is not None:
+            job.sync_group.rank_done(self, 0)
+        self._try_start()
+
+    def detach_current(self, job: Job) -> None:
+        """Let later jobs run while ``job`` continues (non-blocking callbacks)."""
+        assert self.current is job
+        self.current = None
+        self.queue.popleft()
+        self._free_slots(1)
+        job.end_ps = self.kernel.now
+        rec = self.emulator.recorder
+        if rec is not None:
+            rec.job_finished(job, 0)
+        self.kernel.call_soon(self._try_start, None, self.actor)
+
+    def fail(self, encoded: int, message: str = "") -> None:
+        """Store a sticky async error and flush the pending queue (spec §2.2)."""
+        self.job_error = encoded
+        self.job_error_message = message
+        keep = self.current
+        flushed = [j for j in self.queue if j is not keep]
+        self.queue.clear()
+        if keep is not None:
+            self.queue.append(keep)
+        rec = self.emulator.recorder
+        for j in flushed:
+            if rec is not None:
+                rec.job_flushed(j, encoded)
+        self._free_slots(len(flushed))
+        for j in flushed:
+            if j.sync_group is not None:
+                j.sync_group.rank_done(self, encoded)
+
+    def fail_queue_on_free(self) -> None:
+        """``dpu_free``: queued jobs are abandoned; waiters learn the set was freed."""
+        keep = self.current
+        flushed = [j for j in self.queue if j is not keep]
+        self.queue.clear()
+        if keep is not None:
+            self.queue.append(keep)
+        self._free_slots(len(flushed))
+        self.job_error_message = "the DPU set was freed"
+        for j in flushed:
+            if j.sync_group is not None:
+                j.sync_group.rank_done(self, int(DpuErrorCode.DPU_ERR_INVALID_DPU_SET))
+
+    def request_hold(self, granted: Callable[[Rank], None]) -> None:
+        """Lock the rank once its current job is done (single-call callbacks)."""
+        self._holds.append(granted)
+        self.kernel.call_soon(self._try_start, None, self.actor)
+
+    def release_hold(self) -> None:
+        """Undo :meth:`request_hold`."""
+        self.held = False
+        self.kernel.call_soon(self._try_start, None, self.actor)
+
+    def _notify_stopped(self) -> None:
+        if self.stop_waiters and self.current is None and self.running_dpus == 0:
+            waiters, self.stop_waiters = self.stop_waiters, []
+            for w in waiters:
+                w.resolve()
+
+    def _free_slots(self, n: int) -> None:
+        self.free_slots += n
+        while self._slot_waiters and n > 0:
+            w = self._slot_waiters.popleft()
+            if w.pending:
+                w.resolve()
+                n -= 1
+
+    # -- DPU run state --------------------------------------------------------------------------
+    def boot_dpus(self, dpus: list[Dpu], launch_type: JobType) -> None:
+        """Boot ``dpus`` (the end of a launch job): the rank is running until they stop."""
+        self.last_launch_type = launch_type
+        rec = self.emulator.recorder
+        for d in dpus:
+            self.running_dpus += 1
+            self.dpus_running = True
+            if rec is not None:
+                rec.add("dpu_boot", rank=self.index, dpu=d.index)
+            d.boot()
+
+    def _dpu_stopped(self, dpu: Dpu) -> None:
+        self.running_dpus -= 1
+        rec = self.emulator.recorder
+        if rec is not None:
+            rec.dpu_run(dpu)
+        if dpu.fault is not None or self.running_dpus == 0:
+            self.kernel.call_at(
+                self.kernel.now + timing.COMPLETION_POLL_LATENCY_PS,
+                self._poll,
+                dpu.fault is not None,
+                self.actor,
+                PRIO_LATE,
+            )
+
+    def _poll(self, fault_seen: bool) -> None:
+        if fault_seen:
+            faulty = [d.name for d in self.dpus if d.fault is not None]
+            self.fail(
+                encode_async_error(self.last_launch_type, DpuErrorCode.DPU_ERR_DPU_FAULT),
+                f"DPU(s) {', '.join(faulty)} in fault",
+            )
+        if self.running_dpus == 0:
+            self.dpus_running = False
+            waiters, self.dpu_stop_waiters = self.dpu_stop_waiters, []
+            for w in waiters:
+                w.resolve()
+        self._try_start()
+
+    # -- diagnostics ----------------------------------------------------------------------------
+    def describe_blocked(self) -> list[str]:
+        """What this rank is stuck on (for deadlock reports)."""
+        lines: list[str] = []
+        if self.queue:
+            head = self.queue[0]
+            state = "running" if self.current is head else "waiting for the rank's DPUs to stop"
+            lines.append(
+                f"rank {self.index}: head job {head.type.name} {state}; "
+                f"{len(self.queue)} job(s) queued"
+            )
+        if self.running_dpus:
+            for d in self.dpus:
+                if d.running:
+                    blocked = d.blocked_tasklets()
+                    if blocked:
+                        lines.extend(blocked)
+                    else:
+                        lines.append(f"DPU {d.name} running")
+        return lines

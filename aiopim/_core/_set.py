@@ -1,0 +1,97 @@
+"""``struct dpu_set_t``: a list of whole ranks, or exactly one DPU."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from enum import IntEnum
+from typing import TYPE_CHECKING, Self
+
+if TYPE_CHECKING:
+    from ._dpu import Dpu
+    from ._emulator import Emulator
+    from ._program import DpuProgram
+    from ._rank import Rank
+
+
+class DpuSetKind(IntEnum):
+    """``dpu_set_kind_t``."""
+
+    DPU_SET_RANKS = 0
+    DPU_SET_DPU = 1
+
+
+class DpuSetBase:
+    """Structure shared by both host API faces; the operations live in ``_ops``."""
+
+    def __init__(
+        self,
+        emulator: Emulator,
+        ranks: list[Rank],
+        dpu: Dpu | None = None,
+        *,
+        root: bool = False,
+    ) -> None:
+        self._emulator = emulator
+        self._ranks = ranks
+        self._dpu = dpu
+        self._root = root
+        self._freed = False
+
+    @property
+    def kind(self) -> DpuSetKind:
+        """Whether this set is a list of ranks or a single DPU."""
+        return DpuSetKind.DPU_SET_DPU if self._dpu is not None else DpuSetKind.DPU_SET_RANKS
+
+    @property
+    def emulator(self) -> Emulator:
+        """The emulator owning these DPUs."""
+        return self._emulator
+
+    @property
+    def rank_list(self) -> list[Rank]:
+        """Ranks covered by the set (the DPU's rank for a single-DPU set)."""
+        return [self._dpu.rank] if self._dpu is not None else list(self._ranks)
+
+    @property
+    def dpu_list(self) -> list[Dpu]:
+        """Enabled DPUs in DPU_FOREACH order."""
+        if self._dpu is not None:
+            return [self._dpu]
+        return [d for r in self._ranks for d in r.dpus if d.enabled]
+
+    @property
+    def is_single_dpu(self) -> bool:
+        """True for a ``DPU_SET_DPU`` set."""
+        return self._dpu is not None
+
+    def _child_dpu(self, dpu: Dpu) -> Self:
+        return type(self)(self._emulator, [dpu.rank], dpu)
+
+    def _child_rank(self, rank: Rank) -> Self:
+        return type(self)(self._emulator, [rank])
+
+    def iter_dpus(self) -> Iterator[Self]:
+        """Single-DPU sets in DPU_FOREACH order."""
+        if self._dpu is not None:
+            yield self
+            return
+        for d in self.dpu_list:
+            yield self._child_dpu(d)
+
+    def iter_ranks(self) -> Iterator[Self]:
+        """Single-rank sets in DPU_RANK_FOREACH order."""
+        if self._dpu is not None:
+            yield self
+            return
+        for r in self._ranks:
+            yield self._child_rank(r)
+
+    def programs(self) -> list[DpuProgram | None]:
+        """Program loaded on each enabled DPU."""
+        return [d.program for d in self.dpu_list]
+
+    def __repr__(self) -> str:
+        if self._dpu is not None:
+            return f"<DpuSet DPU {self._dpu.name}>"
+        ranks = [r.index for r in self._ranks]
+        return f"<DpuSet {len(self.dpu_list)} DPUs in ranks {ranks}>"

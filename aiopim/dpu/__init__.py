@@ -1,0 +1,27 @@
+"""DPU-side runtime for Python kernels, modelled on UPMEM's runtime library."""
+
+from ._program import BarrierDecl, MutexDecl, Program, Var
+from ._tasklet import (
+    FAULT_ASSERT,
+    FAULT_DIVISION_BY_ZERO,
+    FAULT_HALT,
+    FAULT_HEAP_FULL,
+    FAULT_PRINTF_OVERFLOW,
+    Tasklet,
+)
+from .._core._dpu import DpuFault, FaultInfo
+
+__all__ = [
+    "FAULT_ASSERT",
+    "FAULT_DIVISION_BY_ZERO",
+    "FAULT_HALT",
+    "FAULT_HEAP_FULL",
+    "FAULT_PRINTF_OVERFLOW",
+    "BarrierDecl",
+    "DpuFault",
+    "FaultInfo",
+    "MutexDecl",
+    "Program",
+    "Tasklet",
+    "Var",
+]

@@ -1,0 +1,258 @@
+"""Declaring a DPU program in Python: variables, synchronisation objects and the entry point."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .._core._errors import DpuError, DpuErrorCode
+from .._core._program import (
+    DPU_MRAM_HEAP_POINTER_NAME,
+    MRAM_BIT,
+    DpuProgram,
+    MemoryImage,
+    MemorySpace,
+    Symbol,
+)
+
+if TYPE_CHECKING:
+    from .._core._dpu import Dpu
+    from ._tasklet import Tasklet
+
+MainFn = Callable[["Tasklet"], Awaitable[None]]
+DEFAULT_STACK_SIZE = 1024
+MRAM_SIZE = 64 << 20
+
+
+def _align(x: int, a: int) -> int:
+    return (x + a - 1) // a * a
+
+
+@dataclass(frozen=True)
+class Var:
+    """A program variable: where it lives and how to view it."""
+
+    name: str
+    section: str  # ".data", ".data.__sys_host", ".mram", ".mram.noinit"
+    dtype: np.dtype[Any]
+    count: int
+    init: bytes | None
+
+    @property
+    def size(self) -> int:
+        """Size in bytes."""
+        return int(self.dtype.itemsize * self.count)
+
+    @property
+    def space(self) -> MemorySpace:
+        """WRAM or MRAM."""
+        return MemorySpace.MRAM if self.section.startswith(".mram") else MemorySpace.WRAM
+
+
+@dataclass(frozen=True)
+class BarrierDecl:
+    """``BARRIER_INIT(name, count)``."""
+
+    name: str
+    count: int | None
+
+
+@dataclass(frozen=True)
+class MutexDecl:
+    """``MUTEX_INIT(name)``."""
+
+    name: str
+
+
+class Program(DpuProgram):
+    """A DPU program written in Python: declare variables, then decorate ``main``.
+
+    >>> prog = Program("demo", nr_tasklets=4)
+    >>> counter = prog.host("counter", np.uint32)
+    >>> @prog.main
+    ... async def main(t): ...
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        nr_tasklets: int = 1,
+        stack_size: int | list[int] = DEFAULT_STACK_SIZE,
+        chip: str | None = None,
+    ) -> None:
+        if nr_tasklets < 1:
+            raise ValueError("nr_tasklets must be at least 1")
+        self.name = name
+        self._nr_tasklets = nr_tasklets
+        sizes = stack_size if isinstance(stack_size, list) else [stack_size] * nr_tasklets
+        if len(sizes) != nr_tasklets or any(s <= 0 or s % 8 for s in sizes):
+            raise ValueError("stack sizes must be positive multiples of 8, one per tasklet")
+        self.stack_sizes = sizes
+        self._chip = chip
+        self._vars: dict[str, Var] = {}
+        self.barriers: dict[str, BarrierDecl] = {}
+        self.mutexes: dict[str, MutexDecl] = {}
+        self._main: MainFn | None = None
+        self._layout: dict[str, int] | None = None
+        self._symbols: dict[str, Symbol] | None = None
+        self.heap_start = 0
+        self.wram_used = 0
+        self.host("CLOCKS_PER_SEC", np.uint32)
+
+    # -- declaration ----------------------------------------------------------------------------
+    def _declare(
+        self, name: str, section: str, dtype: npt.DTypeLike, count: int, init: Any
+    ) -> Var:
+        if self._layout is not None:
+            raise RuntimeError(f"{self.name!r} is already laid out; declare variables first")
+        if name in self._vars:
+            raise ValueError(f"variable {name!r} is declared twice")
+        if count < 1:
+            raise ValueError("count must be at least 1")
+        dt = np.dtype(dtype)
+        raw = None
+        if init is not None:
+            arr = np.asarray(init, dtype=dt).reshape(-1)
+            if arr.size > count:
+                raise ValueError(f"initial value of {name!r} has {arr.size} > {count} elements")
+            full = np.zeros(count, dtype=dt)
+            full[: arr.size] = arr
+            raw = full.tobytes()
+        v = Var(name, section, dt, count, raw)
+        self._vars[name] = v
+        return v
+
+    def host(self, name: str, dtype: npt.DTypeLike = np.uint32, count: int = 1, init: Any = None) -> Var:
+        """A ``__host`` WRAM variable (host-visible)."""
+        return self._declare(name, ".data.__sys_host", dtype, count, init)
+
+    def wram(self, name: str, dtype: npt.DTypeLike = np.uint32, count: int = 1, init: Any = None) -> Var:
+        """A WRAM global without ``__host`` (not visible to the host)."""
+        return self._declare(name, ".data", dtype, count, init)
+
+    def mram(self, name: str, dtype: npt.DTypeLike = np.uint8, count: int = 1, init: Any = None) -> Var:
+        """An ``__mram`` variable, initialised by ``dpu_load``."""
+        return self._declare(name, ".mram", dtype, count, init)
+
+    def mram_noinit(self, name: str, dtype: npt.DTypeLike = np.uint8, count: int = 1) -> Var:
+        """An ``__mram_noinit`` variable (not loaded)."""
+        return self._declare(name, ".mram.noinit", dtype, count, None)
+
+    def barrier(self, name: str, count: int | None = None) -> BarrierDecl:
+        """``BARRIER_INIT(name, count)``; ``count`` defaults to NR_TASKLETS."""
+        if count is not None and not -127 <= count <= 127:
+            raise ValueError("a barrier count must fit a signed byte")
+        b = BarrierDecl(name, count)
+        self.barriers[name] = b
+        return b
+
+    def mutex(self, name: str) -> MutexDecl:
+        """``MUTEX_INIT(name)``."""
+        m = MutexDecl(name)
+        self.mutexes[name] = m
+        return m
+
+    def main(self, fn: MainFn) -> MainFn:
+        """Decorator: the entry point every tasklet runs."""
+        self._main = fn
+        return fn
+
+    # -- DpuProgram -------------------------------------------------------------------------------
+    @property
+    def nr_tasklets(self) -> int:
+        return self._nr_tasklets
+
+    @property
+    def chip(self) -> str | None:
+        return self._chip
+
+    def _lay_out(self) -> dict[str, int]:
+        if self._layout is not None:
+            return self._layout
+        layout: dict[str, int] = {}
+        # WRAM, in the order of UPMEM's linker script (spec §5.3)
+        addr = 8  # __sys_zero
+        for section in (".data", ".data.__sys_host"):
+            for v in self._vars.values():
+                if v.section == section:
+                    addr = _align(addr, 8)
+                    layout[v.name] = addr
+                    addr += v.size
+        addr = _align(addr, 8)
+        self.stacks_start = addr
+        addr += sum(self.stack_sizes)
+        addr += 8 * self._nr_tasklets  # software cache
+        self.heap_start = _align(addr, 8)
+        self.wram_used = self.heap_start
+        # MRAM: .mram.noinit then .mram, then DPU_MRAM_HEAP_POINTER
+        maddr = 0
+        for section in (".mram.noinit", ".mram"):
+            for v in self._vars.values():
+                if v.section == section:
+                    maddr = _align(maddr, 8)
+                    layout[v.name] = MRAM_BIT | maddr
+                    maddr += v.size
+        maddr = _align(maddr, 8)
+        if maddr > MRAM_SIZE:
+            raise DpuError(
+                DpuErrorCode.DPU_ERR_INVALID_MRAM_ACCESS,
+                f"{self.name!r} declares {maddr} bytes of MRAM variables; a DPU has 64 MiB",
+            )
+        layout[DPU_MRAM_HEAP_POINTER_NAME] = MRAM_BIT | maddr
+        self._layout = layout
+        return layout
+
+    def address_of(self, var: Var | str) -> int:
+        """DPU address of a variable (WRAM byte address or 0x08000000 | MRAM offset)."""
+        name = var if isinstance(var, str) else var.name
+        return self._lay_out()[name]
+
+    def symbols(self) -> Mapping[str, Symbol]:
+        if self._symbols is None:
+            layout = self._lay_out()
+            syms: dict[str, Symbol] = {}
+            for v in self._vars.values():
+                if v.section != ".data":  # only __host WRAM data is visible (spec §1.4)
+                    syms[v.name] = Symbol(v.name, layout[v.name], v.size)
+            heap = layout[DPU_MRAM_HEAP_POINTER_NAME]
+            syms[DPU_MRAM_HEAP_POINTER_NAME] = Symbol(
+                DPU_MRAM_HEAP_POINTER_NAME, heap, MRAM_SIZE - (heap & ~MRAM_BIT)
+            )
+            self._symbols = syms
+        return self._symbols
+
+    def images(self) -> list[MemoryImage]:
+        layout = self._lay_out()
+        return [
+            MemoryImage(layout[v.name], v.init)
+            for v in self._vars.values()
+            if v.init is not None and v.section != ".mram.noinit"
+        ]
+
+    def check_fits(self, wram_size: int, nr_threads: int) -> None:
+        self._lay_out()
+        if self.heap_start > wram_size:
+            raise DpuError(
+                DpuErrorCode.DPU_ERR_INVALID_WRAM_ACCESS,
+                f"{self.name!r} needs {self.heap_start} bytes of WRAM before its heap "
+                f"(variables, {self._nr_tasklets} stacks, cache) but the DPU has {wram_size}",
+            )
+
+    def boot(self, dpu: Dpu) -> None:
+        from ._tasklet import Tasklet
+
+        if self._main is None:
+            raise DpuError(
+                DpuErrorCode.DPU_ERR_INTERNAL, f"{self.name!r} has no entry point (@prog.main)"
+            )
+        self._lay_out()
+        main = self._main
+        dpu.boot_state["mutexes"] = {}
+        for tid in range(self._nr_tasklets):
+            t = Tasklet(dpu, self, tid)
+            dpu.spawn_tasklet(tid, t._run(main))

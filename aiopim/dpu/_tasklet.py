@@ -1,0 +1,228 @@
+"""What a tasklet sees while it runs: ``me()``, WRAM, DMA, compute charges, synchronisation."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .._core._dpu import ComputeCommand, DmaCommand, DpuFault
+from .._core._kernel import WaitQueue
+from .._core._program import MRAM_BIT
+
+if TYPE_CHECKING:
+    from .._core._dpu import Dpu
+    from ._program import BarrierDecl, MainFn, MutexDecl, Program, Var
+
+#: software fault codes of dpufault.h (spec §5.8)
+FAULT_HEAP_FULL = 1
+FAULT_DIVISION_BY_ZERO = 2
+FAULT_ASSERT = 3
+FAULT_HALT = 4
+FAULT_PRINTF_OVERFLOW = 5
+
+
+class _Barrier:
+    __slots__ = ("count", "initial", "queue")
+
+    def __init__(self, count: int, label: str) -> None:
+        self.initial = count
+        self.count = count
+        self.queue = WaitQueue(label)
+
+
+class _Mutex:
+    __slots__ = ("locked", "queue")
+
+    def __init__(self, label: str) -> None:
+        self.locked = False
+        self.queue = WaitQueue(label)
+
+
+class Tasklet:
+    """The runtime of one tasklet, passed to the program's ``main``."""
+
+    def __init__(self, dpu: Dpu, program: Program, tasklet_id: int) -> None:
+        self.dpu = dpu
+        self.program = program
+        self._id = tasklet_id
+        self._pending = 0
+        self.wram = dpu.wram
+
+    async def _run(self, main: MainFn) -> None:
+        await main(self)
+        await self.flush()
+
+    # -- identity ---------------------------------------------------------------------------------
+    def me(self) -> int:
+        """This tasklet's id (0 … NR_TASKLETS-1)."""
+        return self._id
+
+    @property
+    def nr_tasklets(self) -> int:
+        """NR_TASKLETS of the program."""
+        return self.program.nr_tasklets
+
+    # -- compute ------------------------------------------------------------------------------------
+    def compute(self, instructions: int) -> None:
+        """Charge ``instructions`` of computation; they issue at the next runtime call."""
+        self._pending += int(instructions)
+
+    async def flush(self) -> None:
+        """Issue the charged instructions now (waits for the pipeline)."""
+        n = self._pending
+        if n:
+            self._pending = 0
+            await ComputeCommand(self.dpu.pipeline, n)
+
+    # -- WRAM -------------------------------------------------------------------------------------
+    def view(self, where: Var | int, dtype: npt.DTypeLike = np.uint8, count: int | None = None) -> np.ndarray:
+        """A NumPy view of WRAM: a ``__host``/WRAM variable, or ``count`` items at an address."""
+        from ._program import Var
+
+        if isinstance(where, Var):
+            if where.section.startswith(".mram"):
+                raise TypeError(f"{where.name!r} is in MRAM; use mram_read to bring it to WRAM")
+            addr = self.program.address_of(where)
+            dt = where.dtype if dtype is np.uint8 and where.dtype != np.uint8 else np.dtype(dtype)
+            n = count if count is not None else where.size // dt.itemsize
+        else:
+            addr, dt = int(where), np.dtype(dtype)
+            n = 1 if count is None else count
+        end = addr + n * dt.itemsize
+        if addr < 0 or end > len(self.wram) or addr % dt.itemsize:
+            raise DpuFault(f"memory fault: WRAM access [{addr:#x}, {end:#x}) out of range or unaligned")
+        return self.wram[addr:end].view(dt)
+
+    def mem_alloc(self, size: int) -> int:
+        """Allocate ``size`` bytes of WRAM heap (8-byte aligned); fault 1 when full."""
+        state = self.dpu.persistent
+        ptr = state.get("heap_pointer", self.program.heap_start)
+        new = ptr + ((size + 7) & ~7)
+        if new > len(self.wram):
+            raise DpuFault("heap full", FAULT_HEAP_FULL)
+        state["heap_pointer"] = new
+        self._pending += 6
+        return int(ptr)
+
+    def mem_reset(self) -> int:
+        """Reset the WRAM heap to its start; returns the start."""
+        self.dpu.persistent["heap_pointer"] = self.program.heap_start
+        return self.program.heap_start
+
+    # -- MRAM DMA -------------------------------------------------------------------------------------
+    def _dma_checks(self, mram: int, wram: int, size: int) -> int:
+        if isinstance(mram, int) and mram & MRAM_BIT:
+            mram &= ~MRAM_BIT
+        if size < 8 or size > 2048 or size % 8:
+            raise DpuFault(f"DMA fault: size {size} must be a multiple of 8 in [8, 2048]")
+        if mram % 8 or wram % 8:
+            raise DpuFault(f"DMA fault: MRAM {mram:#x} and WRAM {wram:#x} must be 8-byte aligned")
+        if mram < 0 or mram + size > self.dpu.chip.mram_size:
+            raise DpuFault(f"DMA fault: MRAM range [{mram:#x}, {mram + size:#x}) out of bounds")
+        if wram < 0 or wram + size > len(self.wram):
+            raise DpuFault(f"DMA fault: WRAM range [{wram:#x}, {wram + size:#x}) out of bounds")
+        return mram
+
+    async def mram_read(self, mram: int, wram: int, size: int) -> None:
+        """``mram_read(from, to, size)``: MRAM → WRAM by DMA (blocks this tasklet)."""
+        off = self._dma_checks(self._mram_addr(mram), wram, size)
+        await self.flush()
+        dpu = self.dpu
+
+        def apply() -> None:
+            dpu.wram[wram : wram + size] = dpu.mram.read(off, size)
+
+        await DmaCommand(dpu.dma, size, False, apply)
+
+    async def mram_write(self, wram: int, mram: int, size: int) -> None:
+        """``mram_write(from, to, size)``: WRAM → MRAM by DMA (blocks this tasklet)."""
+        off = self._dma_checks(self._mram_addr(mram), wram, size)
+        await self.flush()
+        dpu = self.dpu
+
+        def apply() -> None:
+            dpu.mram.write(off, dpu.wram[wram : wram + size].copy())
+
+        await DmaCommand(dpu.dma, size, True, apply)
+
+    def _mram_addr(self, where: Var | int) -> int:
+        from ._program import Var
+
+        if isinstance(where, Var):
+            return self.program.address_of(where)
+        return int(where)
+
+    def mram_address(self, var: Var, offset: int = 0) -> int:
+        """MRAM address (0x08000000 | offset) of an ``__mram`` variable plus ``offset``."""
+        return self.program.address_of(var) + offset
+
+    @property
+    def mram_heap_pointer(self) -> int:
+        """``DPU_MRAM_HEAP_POINTER``."""
+        return self.program.address_of("__sys_used_mram_end")
+
+    # -- synchronisation --------------------------------------------------------------------------
+    async def barrier_wait(self, barrier: BarrierDecl) -> None:
+        """``barrier_wait``: the last arrival resumes every waiter and resets the count."""
+        await self.flush()
+        state: dict[str, _Barrier] = self.dpu.persistent.setdefault("barriers", {})
+        b = state.get(barrier.name)
+        if b is None:
+            count = barrier.count if barrier.count is not None else self.nr_tasklets
+            b = state[barrier.name] = _Barrier(count, f"barrier {barrier.name!r}")
+        if b.count == 1:
+            b.count = b.initial
+            b.queue.wake_all()
+            return
+        b.count -= 1
+        await b.queue
+
+    def _mutex(self, m: MutexDecl) -> _Mutex:
+        mutexes: dict[str, _Mutex] = self.dpu.boot_state.setdefault("mutexes", {})
+        mx = mutexes.get(m.name)
+        if mx is None:
+            mx = mutexes[m.name] = _Mutex(f"mutex {m.name!r}")
+        return mx
+
+    async def mutex_lock(self, m: MutexDecl) -> None:
+        """``mutex_lock``: wait until the atomic bit is free, then take it."""
+        await self.flush()
+        mx = self._mutex(m)
+        while mx.locked:
+            await mx.queue
+        mx.locked = True
+
+    def mutex_trylock(self, m: MutexDecl) -> bool:
+        """``mutex_trylock``."""
+        mx = self._mutex(m)
+        if mx.locked:
+            return False
+        mx.locked = True
+        return True
+
+    def mutex_unlock(self, m: MutexDecl) -> None:
+        """``mutex_unlock`` (no owner check, as in the SDK)."""
+        mx = self._mutex(m)
+        mx.locked = False
+        mx.queue.wake_one()
+
+    # -- faults and logs ----------------------------------------------------------------------------
+    def fault(self, code: int, reason: str = "software fault") -> None:
+        """Stop the DPU with software fault ``code``."""
+        raise DpuFault(reason, code)
+
+    def halt(self) -> None:
+        """``halt()``: fault 4."""
+        raise DpuFault("halt", FAULT_HALT)
+
+    def dpu_assert(self, condition: Any, message: str = "assertion failed") -> None:
+        """DPU ``assert``: fault 3 when ``condition`` is false."""
+        if not condition:
+            raise DpuFault(message, FAULT_ASSERT)
+
+    def printf(self, fmt: str, *args: Any) -> None:
+        """C-style ``printf`` into the DPU log read by ``dpu_log_read``."""
+        self.dpu.log.append(fmt % args if args else fmt)
+        self._pending += 20

@@ -1,0 +1,5 @@
+"""Pythonic host API."""
+
+from ._dpuset import DpuSet
+
+__all__ = ["DpuSet"]

@@ -1,0 +1,194 @@
+"""The ``dpu.h`` vocabulary over aiopim's core: ``from aiopim.sdk import *``.
+
+Calls that enqueue work are ``async``; immediate ones (prepare, counts, symbols, iteration)
+are plain functions. Where C returns an error code, these raise :class:`DpuError` whose
+``.code`` is the :class:`DpuErrorCode` member (``.value`` holds the async encoding, if any).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
+
+from ._core import _ops
+from ._core._emulator import current_emulator
+from ._core._errors import DpuError, DpuErrorCode, JobType, dpu_error_to_string
+from ._core._program import DPU_MRAM_HEAP_POINTER_NAME, DpuProgram, Symbol
+from ._core._set import DpuSetKind
+from .host._dpuset import DpuSet
+
+# enums and flags (SDK 2025.1.0 values) --------------------------------------------------------
+DPU_ASYNCHRONOUS = _ops.DPU_ASYNCHRONOUS
+DPU_SYNCHRONOUS = _ops.DPU_SYNCHRONOUS
+DPU_XFER_TO_DPU = _ops.DPU_XFER_TO_DPU
+DPU_XFER_FROM_DPU = _ops.DPU_XFER_FROM_DPU
+DPU_XFER_DEFAULT = _ops.DPU_XFER_DEFAULT
+DPU_XFER_NO_RESET = _ops.DPU_XFER_NO_RESET
+DPU_XFER_ASYNC = _ops.DPU_XFER_ASYNC
+DPU_XFER_PARALLEL = _ops.DPU_XFER_PARALLEL
+DPU_SG_XFER_DEFAULT = 0
+DPU_SG_XFER_ASYNC = 2
+DPU_SG_XFER_DISABLE_LENGTH_CHECK = 4
+DPU_CALLBACK_DEFAULT = _ops.DPU_CALLBACK_DEFAULT
+DPU_CALLBACK_ASYNC = _ops.DPU_CALLBACK_ASYNC
+DPU_CALLBACK_NONBLOCKING = _ops.DPU_CALLBACK_NONBLOCKING
+DPU_CALLBACK_SINGLE_CALL = _ops.DPU_CALLBACK_SINGLE_CALL
+DPU_CALLBACK_PARALLEL = _ops.DPU_CALLBACK_PARALLEL
+DPU_SET_RANKS = DpuSetKind.DPU_SET_RANKS
+DPU_SET_DPU = DpuSetKind.DPU_SET_DPU
+DPU_INPUT_FIFO = 0
+DPU_OUTPUT_FIFO = 1
+DPU_ALLOCATE_ALL = _ops.DPU_ALLOCATE_ALL
+DPU_ERROR_ASYNC_JOB_TYPE_SHIFT = 16
+DPU_MAX_NR_CIS = 8
+DPU_MAX_NR_DPUS_PER_CI = 8
+MAX_NR_DPUS_PER_RANK = 64
+DPU_BOOT_THREAD = 0
+
+globals().update({m.name: m for m in DpuErrorCode})
+
+
+# allocation -------------------------------------------------------------------------------------
+async def dpu_alloc(nr_dpus: int, profile: str | None = "") -> DpuSet:
+    """Allocate whole ranks holding at least ``nr_dpus`` DPUs (surplus DPUs disabled)."""
+    return await _ops.alloc(current_emulator(), DpuSet, nr_dpus, None, profile)
+
+
+async def dpu_alloc_ranks(nr_ranks: int, profile: str | None = "") -> DpuSet:
+    """Allocate exactly ``nr_ranks`` full ranks."""
+    return await _ops.alloc(current_emulator(), DpuSet, None, nr_ranks, profile)
+
+
+async def dpu_free(dpu_set: DpuSet) -> None:
+    """Free a set returned by ``dpu_alloc``."""
+    await _ops.free(dpu_set)
+
+
+def dpu_get_nr_ranks(dpu_set: DpuSet) -> int:
+    """Number of ranks (1 for a single-DPU set)."""
+    return len(dpu_set.rank_list)
+
+
+def dpu_get_nr_dpus(dpu_set: DpuSet) -> int:
+    """Number of enabled DPUs."""
+    return len(dpu_set.dpu_list)
+
+
+def dpu_foreach(dpu_set: DpuSet) -> Iterator[tuple[DpuSet, int]]:
+    """``DPU_FOREACH(set, dpu, i)``: ``(dpu, i)`` pairs."""
+    return ((d, i) for i, d in enumerate(dpu_set.iter_dpus()))
+
+
+def dpu_rank_foreach(dpu_set: DpuSet) -> Iterator[tuple[DpuSet, int]]:
+    """``DPU_RANK_FOREACH(set, rank, i)``: ``(rank, i)`` pairs."""
+    return ((r, i) for i, r in enumerate(dpu_set.iter_ranks()))
+
+
+# programs ---------------------------------------------------------------------------------------
+async def dpu_load(dpu_set: DpuSet, program: DpuProgram) -> DpuProgram:
+    """Load ``program`` (always synchronous)."""
+    return await _ops.load(dpu_set, program)
+
+
+def dpu_get_symbol(program: DpuProgram, name: str) -> Symbol:
+    """Look up a host-visible symbol."""
+    return _ops.get_symbol(program, name)
+
+
+# execution --------------------------------------------------------------------------------------
+async def dpu_launch(dpu_set: DpuSet, policy: int) -> None:
+    """``DPU_SYNCHRONOUS`` waits for the DPUs; any other value returns once queued."""
+    await _ops.launch(dpu_set, policy)
+
+
+async def dpu_sync(dpu_set: DpuSet) -> None:
+    """Wait for every queued job and for the DPUs to stop."""
+    await _ops.sync(dpu_set)
+
+
+async def dpu_status(dpu_set: DpuSet) -> tuple[bool, bool]:
+    """``(done, fault)``; like the SDK, it syncs first (so it blocks)."""
+    return await _ops.status(dpu_set)
+
+
+# transfers --------------------------------------------------------------------------------------
+def dpu_prepare_xfer(dpu_set: DpuSet, buffer: Any) -> None:
+    """Record ``buffer`` as the host buffer of every DPU of the set (None clears)."""
+    _ops.prepare_xfer(dpu_set, buffer)
+
+
+async def dpu_push_xfer(
+    dpu_set: DpuSet, xfer: int, symbol_name: str, offset: int, length: int, flags: int
+) -> None:
+    """Transfer ``length`` bytes between each DPU's symbol and its prepared buffer."""
+    await _ops.push_xfer(dpu_set, xfer, symbol_name, offset, length, flags)
+
+
+async def dpu_push_xfer_symbol(
+    dpu_set: DpuSet, xfer: int, symbol: Symbol, offset: int, length: int, flags: int
+) -> None:
+    """``dpu_push_xfer`` with a symbol (address, size) instead of a name."""
+    await _ops.push_xfer(dpu_set, xfer, symbol, offset, length, flags)
+
+
+async def dpu_broadcast_to(
+    dpu_set: DpuSet, symbol_name: str, offset: int, src: Any, length: int, flags: int
+) -> None:
+    """Write the same buffer to every DPU (PARALLEL is ignored, as in the SDK)."""
+    await _ops.broadcast_to(dpu_set, symbol_name, offset, src, length, flags)
+
+
+async def dpu_broadcast_to_symbol(
+    dpu_set: DpuSet, symbol: Symbol, offset: int, src: Any, length: int, flags: int
+) -> None:
+    """``dpu_broadcast_to`` with a symbol."""
+    await _ops.broadcast_to(dpu_set, symbol, offset, src, length, flags)
+
+
+async def dpu_copy_to(dpu_set: DpuSet, symbol_name: str, offset: int, src: Any, length: int) -> None:
+    """Synchronous broadcast."""
+    await _ops.broadcast_to(dpu_set, symbol_name, offset, src, length, DPU_XFER_DEFAULT)
+
+
+async def dpu_copy_to_symbol(
+    dpu_set: DpuSet, symbol: Symbol, offset: int, src: Any, length: int
+) -> None:
+    """``dpu_copy_to`` with a symbol."""
+    await _ops.broadcast_to(dpu_set, symbol, offset, src, length, DPU_XFER_DEFAULT)
+
+
+async def dpu_copy_from(dpu_set: DpuSet, symbol_name: str, offset: int, dst: Any, length: int) -> None:
+    """Synchronous read from a single DPU."""
+    await _ops.copy_from(dpu_set, symbol_name, offset, dst, length)
+
+
+async def dpu_copy_from_symbol(
+    dpu_set: DpuSet, symbol: Symbol, offset: int, dst: Any, length: int
+) -> None:
+    """``dpu_copy_from`` with a symbol."""
+    await _ops.copy_from(dpu_set, symbol, offset, dst, length)
+
+
+# callbacks and logs -----------------------------------------------------------------------------
+async def dpu_callback(
+    dpu_set: DpuSet, callback: Callable[[DpuSet, int, Any], Any], args: Any, flags: int
+) -> None:
+    """Schedule ``callback(set, rank_id, args)`` between the queued jobs (see the flag table)."""
+    await _ops.callback(dpu_set, callback, args, flags)
+
+
+def dpu_log_read(dpu_set: DpuSet, stream: TextIO | None = None) -> None:
+    """Print a single DPU's log (header ``=== DPU#0x... ===``) to ``stream`` (stdout)."""
+    (stream or sys.stdout).write(_ops.log_read(dpu_set))
+
+
+__all__ = [name for name in dir() if name.startswith(("dpu_", "DPU_", "MAX_"))] + [
+    "DpuError",
+    "DpuErrorCode",
+    "DpuProgram",
+    "DpuSet",
+    "JobType",
+    "Symbol",
+    "dpu_error_to_string",
+]

@@ -1,0 +1,142 @@
+"""Hardware profiles and the cost model that turns work into virtual time.
+
+Every constant lives here, named, with its source and confidence tag from
+``spec/timing-model.md``: [V] verified first-party, [S] secondary, [R] PrIM value not checked
+against the paper, [D] derived, [A] aiopim assumption (no published figure exists).
+Virtual time is an integer number of picoseconds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+PS_PER_S = 1_000_000_000_000
+PS_PER_US = 1_000_000
+PS_PER_NS = 1_000
+
+# --- DPU pipeline (timing-model.md §0 anchors 1-2) -------------------------------------------
+#: A tasklet issues at most one instruction every 11 cycles (revolver scheduler). [V] uPIMulator
+REVOLVER_CYCLES = 11
+#: 14-stage pipeline. [V] uPIMulator defaults
+PIPELINE_STAGES = 14
+
+# --- MRAM <-> WRAM DMA: cycles = alpha + beta * size (timing-model.md §1e) ---------------------
+#: Fixed latency of an ``mram_read`` in DPU cycles. [S] PrIM §3.2 via two summaries
+DMA_READ_ALPHA_CYCLES = 77
+#: Fixed latency of an ``mram_write`` in DPU cycles. [S] PrIM §3.2
+DMA_WRITE_ALPHA_CYCLES = 61
+#: Cycles per byte of a DMA transfer (2 B/cycle peak). [S] PrIM §3.2
+DMA_BETA_CYCLES_PER_BYTE = 0.5
+
+# --- Host <-> DPU transfers (timing-model.md §1f) -----------------------------------------------
+#: CPU->DPU bandwidth of one DPU, serial transfer, bytes/s. [S] PrIM Fig. 9 (0.33 GB/s)
+HOST_TO_DPU_SERIAL_BPS = 0.33e9
+#: DPU->CPU bandwidth of one DPU, serial transfer, bytes/s. [S]/[R] PrIM Fig. 9 (0.12 GB/s)
+DPU_TO_HOST_SERIAL_BPS = 0.12e9
+#: CPU->DPU bandwidth of one full rank (64 DPUs) in parallel, bytes/s. [S] PrIM Fig. 10
+RANK_HOST_TO_DPU_PARALLEL_BPS = 6.68e9
+#: DPU->CPU bandwidth of one full rank in parallel, bytes/s. [R] PrIM Fig. 10
+RANK_DPU_TO_HOST_PARALLEL_BPS = 4.74e9
+#: Broadcast bandwidth of one rank (bytes delivered to all DPUs / time). [R] PrIM Fig. 10
+RANK_BROADCAST_BPS = 16.88e9
+#: Fixed cost of one transfer job on a rank. [D] from Loremkang/upmem-sdk-light UPMEM_1.txt:
+#: 1 KB/DPU over 32 ranks costs ~0.47 ms (send) beyond the bytes; the 32 rank jobs run in
+#: parallel on worker threads sharing 2x16 cores, so we charge 30 us per rank job. [A] split
+TRANSFER_JOB_LATENCY_PS = 30 * PS_PER_US
+#: Extra fixed cost of a DPU->CPU job (recv costs ~0.9 ms vs 0.47 ms for send). [D] same file
+FROM_DPU_EXTRA_LATENCY_PS = 30 * PS_PER_US
+#: A parallel WRAM access (``DPU_XFER_PARALLEL``) goes through the v1B control interface,
+#: "suitable for a few tens of bytes" (doc 263); no bandwidth is published. [A]
+PARALLEL_WRAM_ACCESS_LATENCY_PS = 2 * PS_PER_US
+#: Bytes/s of the parallel WRAM path per rank. [A] (limited, per doc 263)
+PARALLEL_WRAM_BPS = 0.2e9
+
+# --- Launch, sync, callbacks ---------------------------------------------------------------------
+#: Booting the DPUs of a rank (control-interface commands). [A] no published figure
+LAUNCH_BOOT_LATENCY_PS = 10 * PS_PER_US
+#: Detecting that the DPUs of a rank finished (polling thread). [A]
+COMPLETION_POLL_LATENCY_PS = 1 * PS_PER_US
+#: A SYNC / SYNC_PARALLEL job itself. [A]
+SYNC_JOB_LATENCY_PS = 0
+#: Loading a program into a rank (IRAM + WRAM + MRAM images). [A] plus bytes at serial rate
+LOAD_JOB_LATENCY_PS = 100 * PS_PER_US
+#: Dispatching a host callback job. [A]
+CALLBACK_JOB_LATENCY_PS = 1 * PS_PER_US
+
+
+@dataclass(frozen=True)
+class ChipProfile:
+    """Characteristics of one DPU hardware version (spec §5.1)."""
+
+    name: str
+    frequency_hz: int
+    nr_threads: int
+    wram_size: int
+    iram_instructions: int
+    mram_size: int
+    atomic_bits: int
+    supports_parallel_wram: bool
+
+    @property
+    def cycle_ps(self) -> float:
+        """Length of one DPU cycle in picoseconds."""
+        return PS_PER_S / self.frequency_hz
+
+    def cycles_to_ps(self, cycles: float) -> int:
+        """Convert DPU cycles into integer picoseconds (rounded to nearest)."""
+        return int(round(cycles * PS_PER_S / self.frequency_hz))
+
+
+#: v1A: 350 MHz, 24 tasklets, 64 KiB WRAM, 4096 instructions. [V] SDK docs 03
+V1A = ChipProfile("v1A", 350_000_000, 24, 65536, 4096, 64 << 20, 256, False)
+#: v1B: 400 MHz, 16 tasklets, 62 KiB WRAM, 3968 instructions, parallel WRAM access. [V] docs 03/263
+V1B = ChipProfile("v1B", 400_000_000, 16, 63488, 3968, 64 << 20, 64, True)
+
+CHIPS: dict[str, ChipProfile] = {"v1A": V1A, "v1B": V1B}
+
+
+def transfer_time_ps(kind: str, bytes_per_dpu: list[int]) -> int:
+    """Duration of one rank's host transfer job.
+
+    ``kind`` is ``"to"``, ``"from"``, ``"broadcast"``, ``"parallel"`` (a parallel WRAM access)
+    or ``"serial"``; ``bytes_per_dpu`` lists the bytes moved for each DPU taking part.
+    Bandwidth grows with the number of DPUs (one DPU: the serial rate) up to the rank's
+    parallel rate [S] PrIM Figs. 9-10.
+    """
+    n = len(bytes_per_dpu)
+    total = sum(bytes_per_dpu)
+    if n == 0:
+        return TRANSFER_JOB_LATENCY_PS
+    if kind == "parallel":
+        return PARALLEL_WRAM_ACCESS_LATENCY_PS + _bytes_time(total, PARALLEL_WRAM_BPS)
+    if kind == "to":
+        bw = min(n * HOST_TO_DPU_SERIAL_BPS, RANK_HOST_TO_DPU_PARALLEL_BPS)
+        return TRANSFER_JOB_LATENCY_PS + _bytes_time(total, bw)
+    if kind == "from":
+        bw = min(n * DPU_TO_HOST_SERIAL_BPS, RANK_DPU_TO_HOST_PARALLEL_BPS)
+        return TRANSFER_JOB_LATENCY_PS + FROM_DPU_EXTRA_LATENCY_PS + _bytes_time(total, bw)
+    if kind == "broadcast":
+        bw = min(n * HOST_TO_DPU_SERIAL_BPS, RANK_BROADCAST_BPS)
+        return TRANSFER_JOB_LATENCY_PS + _bytes_time(total, bw)
+    raise ValueError(f"unknown transfer kind {kind!r}")
+
+
+def _bytes_time(nbytes: int, bytes_per_s: float) -> int:
+    return math.ceil(nbytes * PS_PER_S / bytes_per_s)
+
+
+def load_time_ps(image_bytes: int) -> int:
+    """Duration of loading a program of ``image_bytes`` into one rank's DPUs."""
+    return LOAD_JOB_LATENCY_PS + _bytes_time(image_bytes, RANK_BROADCAST_BPS)
+
+
+def dma_cycles(size: int, *, write: bool) -> tuple[float, float]:
+    """(engine occupancy, latency) in cycles of one MRAM DMA of ``size`` bytes.
+
+    The engine is busy for the bandwidth part (beta * size) and the request completes alpha
+    cycles later, so DMAs of different tasklets overlap their fixed latency.
+    """
+    busy = DMA_BETA_CYCLES_PER_BYTE * size
+    alpha = DMA_WRITE_ALPHA_CYCLES if write else DMA_READ_ALPHA_CYCLES
+    return busy, alpha + busy
