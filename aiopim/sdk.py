@@ -146,7 +146,9 @@ async def dpu_broadcast_to_symbol(
     await _ops.broadcast_to(dpu_set, symbol, offset, src, length, flags)
 
 
-async def dpu_copy_to(dpu_set: DpuSet, symbol_name: str, offset: int, src: Any, length: int) -> None:
+async def dpu_copy_to(
+    dpu_set: DpuSet, symbol_name: str, offset: int, src: Any, length: int
+) -> None:
     """Synchronous broadcast."""
     await _ops.broadcast_to(dpu_set, symbol_name, offset, src, length, DPU_XFER_DEFAULT)
 
@@ -158,7 +160,9 @@ async def dpu_copy_to_symbol(
     await _ops.broadcast_to(dpu_set, symbol, offset, src, length, DPU_XFER_DEFAULT)
 
 
-async def dpu_copy_from(dpu_set: DpuSet, symbol_name: str, offset: int, dst: Any, length: int) -> None:
+async def dpu_copy_from(
+    dpu_set: DpuSet, symbol_name: str, offset: int, dst: Any, length: int
+) -> None:
     """Synchronous read from a single DPU."""
     await _ops.copy_from(dpu_set, symbol_name, offset, dst, length)
 

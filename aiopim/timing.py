@@ -85,7 +85,7 @@ class ChipProfile:
 
     def cycles_to_ps(self, cycles: float) -> int:
         """Convert DPU cycles into integer picoseconds (rounded to nearest)."""
-        return int(round(cycles * PS_PER_S / self.frequency_hz))
+        return round(cycles * PS_PER_S / self.frequency_hz)
 
 
 #: v1A: 350 MHz, 24 tasklets, 64 KiB WRAM, 4096 instructions. [V] SDK docs 03

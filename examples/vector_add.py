@@ -1,6 +1,6 @@
 """Vector addition in PrIM's VA shape: split two arrays across DPUs, launch, gather, check.
 
-    python examples/vector_add.py --backend trio --dpus 128 --elements 1048576
+python examples/vector_add.py --backend trio --dpus 128 --elements 1048576
 """
 
 from __future__ import annotations
@@ -83,7 +83,9 @@ async def host(nr_dpus: int, nr_elements: int, seed: int) -> dict[str, object]:
     )
     for dpu, i in dpu_foreach(dpus):
         dpu_prepare_xfer(dpu, a_parts[i])
-    await dpu_push_xfer(dpus, DPU_XFER_TO_DPU, DPU_MRAM_HEAP_POINTER_NAME, 0, nbytes, DPU_XFER_ASYNC)
+    await dpu_push_xfer(
+        dpus, DPU_XFER_TO_DPU, DPU_MRAM_HEAP_POINTER_NAME, 0, nbytes, DPU_XFER_ASYNC
+    )
     for dpu, i in dpu_foreach(dpus):
         dpu_prepare_xfer(dpu, b_parts[i])
     await dpu_push_xfer(

@@ -46,7 +46,7 @@ class Bridge:
         self.failure: BaseException | None = None
         self.idle_passes = 0
 
-    # -- host side ----------------------------------------------------------------------------
+    # -- host side ---------------------------------------
     async def wait(self, waiter: HostWaiter) -> Any:
         """Suspend the calling host task until the kernel resolves ``waiter``."""
         if waiter.state == HostWaiter.RESOLVED:
@@ -80,7 +80,7 @@ class Bridge:
 
         return await trio.lowlevel.wait_task_rescheduled(abort)
 
-    # -- kernel side --------------------------------------------------------------------------
+    # -- kernel side ---------------------------------------
     def on_idle(self, deadline_ps: int | None) -> bool:
         """Every host task is blocked: advance the emulation until a host task can run.
 

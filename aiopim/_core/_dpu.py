@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from ._rank import Rank
 
 
-class DpuFault(Exception):  # noqa: N818 - the SDK's word
-    """Raised inside DPU code to stop the DPU in fault (software fault ``code`` or a memory/DMA fault)."""
+class DpuFault(Exception):
+    """Raised inside DPU code to stop the DPU in fault (software ``code``, memory or DMA)."""
 
     def __init__(self, reason: str, code: int | None = None) -> None:
         self.reason = reason
@@ -30,7 +30,7 @@ class DpuFault(Exception):  # noqa: N818 - the SDK's word
 
 @dataclass(frozen=True)
 class FaultInfo:
-    """Why and where a DPU stopped in fault (for debugging; the host only sees DPU_ERR_DPU_FAULT)."""
+    """Why and where a DPU stopped in fault (the host itself only sees DPU_ERR_DPU_FAULT)."""
 
     reason: str
     code: int | None
@@ -166,7 +166,9 @@ class DmaCommand(Command):
 
     __slots__ = ("apply", "engine", "size", "write")
 
-    def __init__(self, engine: DmaEngine, size: int, write: bool, apply: Callable[[], None]) -> None:
+    def __init__(
+        self, engine: DmaEngine, size: int, write: bool, apply: Callable[[], None]
+    ) -> None:
         self.engine = engine
         self.size = size
         self.write = write
@@ -234,7 +236,7 @@ class Dpu:
         self.mram.clear()
         self.persistent.clear()
 
-    # -- running ----------------------------------------------------------------------------
+    # -- running ---------------------------------------
     def boot(self) -> None:
         """Start the loaded program at the current virtual time."""
         assert self.program is not None

@@ -51,7 +51,7 @@ class Emulator:
         self._host_tg: anyio.abc.TaskGroup | None = None
         self.host_errors: list[BaseException] = []
 
-    # -- machine --------------------------------------------------------------------------------
+    # -- machine ---------------------------------------
     def rank(self, index: int) -> Rank:
         """Rank ``index`` of the machine (created on first use)."""
         r = self._ranks.get(index)
@@ -81,9 +81,7 @@ class Emulator:
         """Take ``nr_ranks`` free ranks (all of them for ``nr_ranks < 0``)."""
         profile = parse_profile(profile_text)
         self.configure(profile)
-        free = [
-            self.rank(i) for i in range(self.config.nr_ranks) if not self.rank(i).allocated
-        ]
+        free = [self.rank(i) for i in range(self.config.nr_ranks) if not self.rank(i).allocated]
         if nr_ranks < 0:
             taken = free
         else:
@@ -107,7 +105,7 @@ class Emulator:
                     d.program = None
         return taken, profile
 
-    # -- running --------------------------------------------------------------------------------
+    # -- running ---------------------------------------
     def asyncio_loop_factory(self) -> asyncio.AbstractEventLoop:
         """An asyncio event loop running in this emulator's virtual time."""
         self.bridge.backend = "asyncio"
@@ -156,7 +154,7 @@ class Emulator:
             raise self.host_errors[0]
         return outcome[0]  # type: ignore[no-any-return]
 
-    # -- host callbacks -------------------------------------------------------------------------
+    # -- host callbacks ---------------------------------------
     def call_host(self, fn: Callable[[], Awaitable[None]]) -> None:
         """Run ``fn()`` as a new host task (callback jobs); deterministic, one per idle pass."""
         self._callback_requests.append(fn)
@@ -184,7 +182,7 @@ class Emulator:
                     tg.start_soon(self._run_host_fn, fn)
                     # let the new task run until it blocks before starting another
                     w = self.kernel.new_waiter("callback start", daemon=True)
-                    self.kernel.call_soon(lambda _, w=w: w.resolve())
+                    self.kernel.call_soon(_resolve_waiter, w)
                     await self.bridge.wait(w)
         finally:
             self._service_running = False
@@ -207,6 +205,10 @@ class Emulator:
     def now_ps(self) -> int:
         """Virtual time in picoseconds."""
         return self.kernel.now
+
+
+def _resolve_waiter(w: HostWaiter) -> None:
+    w.resolve()
 
 
 def current_emulator() -> Emulator:

@@ -152,7 +152,9 @@ def decode_error(value: int) -> tuple[DpuErrorCode, JobType | None]:
     if value & _ASYNC_FLAG:
         base = value & 0xFFFF
         jt = (value >> ASYNC_JOB_TYPE_SHIFT) & 0x7FFF
-        return _code_of(base), (JobType(jt) if jt in JobType._value2member_map_ else JobType.INVALID)
+        return _code_of(base), (
+            JobType(jt) if jt in JobType._value2member_map_ else JobType.INVALID
+        )
     return _code_of(value), None
 
 

@@ -48,7 +48,7 @@ class Kernel:
         #: set by a process that failed with an exception the emulator could not route
         self.crashed: BaseException | None = None
 
-    # -- scheduling ---------------------------------------------------------------------------
+    # -- scheduling ---------------------------------------
     def call_at(
         self, when: int, fn: Callback, arg: Any = None, actor: int = 0, priority: int = PRIO_NORMAL
     ) -> Entry:
@@ -110,7 +110,7 @@ class Kernel:
         finally:
             self.events_processed += n
 
-    # -- processes ----------------------------------------------------------------------------
+    # -- processes ---------------------------------------
     def spawn(
         self,
         coro: Coroutine[Any, Any, Any],
@@ -124,7 +124,7 @@ class Kernel:
         self.call_soon(proc.resume, None, actor)
         return proc
 
-    # -- host waiters -------------------------------------------------------------------------
+    # -- host waiters ---------------------------------------
     def new_waiter(self, description: str, *, daemon: bool = False) -> HostWaiter:
         """A one-shot result a host task can await (see the bridge)."""
         self._waiter_ids += 1

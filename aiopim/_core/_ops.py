@@ -7,9 +7,10 @@ encoded error for asynchronous ones).
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -343,10 +344,8 @@ async def sync(dset: DpuSetBase) -> None:
 
 async def status(dset: DpuSetBase) -> tuple[bool, bool]:
     """``dpu_status``: QUIRK reproduced — it syncs first, so it blocks until the DPUs stop."""
-    try:
+    with contextlib.suppress(DpuError):  # the SDK ignores sync's return value here
         await sync(dset)
-    except DpuError:
-        pass  # the SDK ignores sync's return value here
     dpus = dset.dpu_list
     return (not any(d.running for d in dpus), any(d.fault is not None for d in dpus))
 
@@ -424,7 +423,9 @@ def _check_in_job(dpu: Dpu, t: _Target) -> bool:
         return True
     if t.length == 0:
         return False
-    if (t.offset + t.length) // 8 > chip.iram_instructions or t.offset // 8 >= chip.iram_instructions:
+    if (
+        t.offset + t.length
+    ) // 8 > chip.iram_instructions or t.offset // 8 >= chip.iram_instructions:
         raise JobFailed(E.DPU_ERR_INVALID_IRAM_ACCESS, "access beyond IRAM")
     return True
 
@@ -585,7 +586,9 @@ async def broadcast_to(
     await _submit(dset, make, wait=not flags & DPU_XFER_ASYNC, parallel=False)
 
 
-async def copy_from(dset: DpuSetBase, symbol: str | Symbol, offset: int, dst: Any, length: int) -> None:
+async def copy_from(
+    dset: DpuSetBase, symbol: str | Symbol, offset: int, dst: Any, length: int
+) -> None:
     """``dpu_copy_from``: single-DPU sets only, synchronous."""
     if not dset.is_single_dpu:
         raise DpuError(
@@ -631,7 +634,9 @@ async def callback(dset: S, fn: CallbackFn, args: Any, flags: int) -> None:
     jt = JobType.CALLBACK_PARALLEL if parallel else JobType.CALLBACK
     ranks = dset.rank_list
 
-    def invoke(call_set: Any, rank_id: int, held: list[Rank], done: Callable[[int, str], None]):
+    def invoke(
+        call_set: Any, rank_id: int, held: list[Rank], done: Callable[[int, str], None]
+    ) -> None:
         async def host_call() -> None:
             token = _callback_ranks.set(frozenset(r.index for r in held) if blocking else None)
             code, message = 0, ""
@@ -649,7 +654,7 @@ async def callback(dset: S, fn: CallbackFn, args: Any, flags: int) -> None:
 
         emu.call_host(host_call)
 
-    if single_call and not is_async and len(ranks) > 1:
+    if single_call and not is_async and not dset.is_single_dpu:
         # QUIRK reproduced: only on the first rank; holds every rank while it runs
         first = ranks[0]
 
@@ -731,7 +736,9 @@ def _finish_job(job: Job, code: int, message: str) -> None:
     rank = job.rank
     if message:
         job.info["error"] = message
-    code_enum = DpuErrorCode(code) if code in DpuErrorCode._value2member_map_ else E.DPU_ERR_INTERNAL
+    code_enum = (
+        DpuErrorCode(code) if code in DpuErrorCode._value2member_map_ else E.DPU_ERR_INTERNAL
+    )
     rank.kernel.call_soon(lambda _: rank.finish(job, code_enum), None, rank.actor)
 
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ._emulator import Emulator
 
 
-class JobFailed(Exception):  # noqa: N818
+class JobFailed(Exception):
     """Raised by a job body: the job fails with ``code``."""
 
     def __init__(self, code: DpuErrorCode, message: str = "") -> None:
@@ -47,7 +47,7 @@ class SyncGroup:
         if self.remaining == 0:
             if self.waiter.pending and self.errors:
                 # The synchronous caller knows the queue state: it recovers the ranks (§2.2).
-                for r, _ in self.errors:
+                for r, _, _ in self.errors:
                     r.job_error = 0
             self.errors.sort(key=lambda e: e[0].index)
             self.waiter.resolve(self.errors)
@@ -122,6 +122,7 @@ class Rank:
         #: as seen by the host library (cleared after the polling latency)
         self.dpus_running = False
         self.last_launch_type = JobType.LAUNCH_RANK
+        self._fault_reported = False
         self._slot_waiters: deque[HostWaiter] = deque()
         self._poll_pending = False
         self._seq = 0
@@ -283,10 +284,11 @@ class Rank:
                 w.resolve()
                 n -= 1
 
-    # -- DPU run state --------------------------------------------------------------------------
+    # -- DPU run state ---------------------------------------
     def boot_dpus(self, dpus: list[Dpu], launch_type: JobType) -> None:
         """Boot ``dpus`` (the end of a launch job): the rank is running until they stop."""
         self.last_launch_type = launch_type
+        self._fault_reported = False
         rec = self.emulator.recorder
         for d in dpus:
             self.running_dpus += 1
@@ -300,11 +302,14 @@ class Rank:
         rec = self.emulator.recorder
         if rec is not None:
             rec.dpu_run(dpu)
-        if dpu.fault is not None or self.running_dpus == 0:
+        report_fault = dpu.fault is not None and not self._fault_reported
+        if report_fault:
+            self._fault_reported = True  # the host learns "a DPU is in fault" once per launch
+        if report_fault or self.running_dpus == 0:
             self.kernel.call_at(
                 self.kernel.now + timing.COMPLETION_POLL_LATENCY_PS,
                 self._poll,
-                dpu.fault is not None,
+                report_fault,
                 self.actor,
                 PRIO_LATE,
             )
@@ -323,7 +328,7 @@ class Rank:
                 w.resolve()
         self._try_start()
 
-    # -- diagnostics ----------------------------------------------------------------------------
+    # -- diagnostics ---------------------------------------
     def describe_blocked(self) -> list[str]:
         """What this rank is stuck on (for deadlock reports)."""
         lines: list[str] = []

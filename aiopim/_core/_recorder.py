@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -15,9 +16,9 @@ class Recorder:
 
     def __init__(self) -> None:
         self.events: list[tuple[int, str, dict[str, Any]]] = []
-        self._now = lambda: 0
+        self._now: Callable[[], int] = lambda: 0
 
-    def bind_clock(self, now: Any) -> None:
+    def bind_clock(self, now: Callable[[], int]) -> None:
         """Read virtual time from ``now()``."""
         self._now = now
 
@@ -63,8 +64,16 @@ class Recorder:
             key = (f["rank"], f["seq"])
             row = table.setdefault(
                 key,
-                {"rank": f["rank"], "seq": f["seq"], "type": f["type"], "submit": None,
-                 "start": None, "end": None, "error": 0, "flushed": False},
+                {
+                    "rank": f["rank"],
+                    "seq": f["seq"],
+                    "type": f["type"],
+                    "submit": None,
+                    "start": None,
+                    "end": None,
+                    "error": 0,
+                    "flushed": False,
+                },
             )
             if kind == "job_submit":
                 row["submit"] = t

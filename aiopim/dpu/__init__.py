@@ -1,5 +1,6 @@
 """DPU-side runtime for Python kernels, modelled on UPMEM's runtime library."""
 
+from .._core._dpu import DpuFault, FaultInfo
 from ._program import BarrierDecl, MutexDecl, Program, Var
 from ._tasklet import (
     FAULT_ASSERT,
@@ -9,7 +10,6 @@ from ._tasklet import (
     FAULT_PRINTF_OVERFLOW,
     Tasklet,
 )
-from .._core._dpu import DpuFault, FaultInfo
 
 __all__ = [
     "FAULT_ASSERT",

@@ -105,9 +105,7 @@ class Program(DpuProgram):
         self.host("CLOCKS_PER_SEC", np.uint32)
 
     # -- declaration ----------------------------------------------------------------------------
-    def _declare(
-        self, name: str, section: str, dtype: npt.DTypeLike, count: int, init: Any
-    ) -> Var:
+    def _declare(self, name: str, section: str, dtype: npt.DTypeLike, count: int, init: Any) -> Var:
         if self._layout is not None:
             raise RuntimeError(f"{self.name!r} is already laid out; declare variables first")
         if name in self._vars:
@@ -127,15 +125,21 @@ class Program(DpuProgram):
         self._vars[name] = v
         return v
 
-    def host(self, name: str, dtype: npt.DTypeLike = np.uint32, count: int = 1, init: Any = None) -> Var:
+    def host(
+        self, name: str, dtype: npt.DTypeLike = np.uint32, count: int = 1, init: Any = None
+    ) -> Var:
         """A ``__host`` WRAM variable (host-visible)."""
         return self._declare(name, ".data.__sys_host", dtype, count, init)
 
-    def wram(self, name: str, dtype: npt.DTypeLike = np.uint32, count: int = 1, init: Any = None) -> Var:
+    def wram(
+        self, name: str, dtype: npt.DTypeLike = np.uint32, count: int = 1, init: Any = None
+    ) -> Var:
         """A WRAM global without ``__host`` (not visible to the host)."""
         return self._declare(name, ".data", dtype, count, init)
 
-    def mram(self, name: str, dtype: npt.DTypeLike = np.uint8, count: int = 1, init: Any = None) -> Var:
+    def mram(
+        self, name: str, dtype: npt.DTypeLike = np.uint8, count: int = 1, init: Any = None
+    ) -> Var:
         """An ``__mram`` variable, initialised by ``dpu_load``."""
         return self._declare(name, ".mram", dtype, count, init)
 

@@ -54,7 +54,7 @@ class Tasklet:
         await main(self)
         await self.flush()
 
-    # -- identity ---------------------------------------------------------------------------------
+    # -- identity ---------------------------------------
     def me(self) -> int:
         """This tasklet's id (0 … NR_TASKLETS-1)."""
         return self._id
@@ -64,7 +64,7 @@ class Tasklet:
         """NR_TASKLETS of the program."""
         return self.program.nr_tasklets
 
-    # -- compute ------------------------------------------------------------------------------------
+    # -- compute ---------------------------------------
     def compute(self, instructions: int) -> None:
         """Charge ``instructions`` of computation; they issue at the next runtime call."""
         self._pending += int(instructions)
@@ -76,8 +76,10 @@ class Tasklet:
             self._pending = 0
             await ComputeCommand(self.dpu.pipeline, n)
 
-    # -- WRAM -------------------------------------------------------------------------------------
-    def view(self, where: Var | int, dtype: npt.DTypeLike = np.uint8, count: int | None = None) -> np.ndarray:
+    # -- WRAM ---------------------------------------
+    def view(
+        self, where: Var | int, dtype: npt.DTypeLike = np.uint8, count: int | None = None
+    ) -> np.ndarray:
         """A NumPy view of WRAM: a ``__host``/WRAM variable, or ``count`` items at an address."""
         from ._program import Var
 
@@ -92,7 +94,9 @@ class Tasklet:
             n = 1 if count is None else count
         end = addr + n * dt.itemsize
         if addr < 0 or end > len(self.wram) or addr % dt.itemsize:
-            raise DpuFault(f"memory fault: WRAM access [{addr:#x}, {end:#x}) out of range or unaligned")
+            raise DpuFault(
+                f"memory fault: WRAM access [{addr:#x}, {end:#x}) out of range or unaligned"
+            )
         return self.wram[addr:end].view(dt)
 
     def mem_alloc(self, size: int) -> int:
@@ -111,7 +115,7 @@ class Tasklet:
         self.dpu.persistent["heap_pointer"] = self.program.heap_start
         return self.program.heap_start
 
-    # -- MRAM DMA -------------------------------------------------------------------------------------
+    # -- MRAM DMA ---------------------------------------
     def _dma_checks(self, mram: int, wram: int, size: int) -> int:
         if isinstance(mram, int) and mram & MRAM_BIT:
             mram &= ~MRAM_BIT
@@ -163,7 +167,7 @@ class Tasklet:
         """``DPU_MRAM_HEAP_POINTER``."""
         return self.program.address_of("__sys_used_mram_end")
 
-    # -- synchronisation --------------------------------------------------------------------------
+    # -- synchronisation ---------------------------------------
     async def barrier_wait(self, barrier: BarrierDecl) -> None:
         """``barrier_wait``: the last arrival resumes every waiter and resets the count."""
         await self.flush()
@@ -208,7 +212,7 @@ class Tasklet:
         mx.locked = False
         mx.queue.wake_one()
 
-    # -- faults and logs ----------------------------------------------------------------------------
+    # -- faults and logs ---------------------------------------
     def fault(self, code: int, reason: str = "software fault") -> None:
         """Stop the DPU with software fault ``code``."""
         raise DpuFault(reason, code)

@@ -27,7 +27,7 @@ class DpuSet(DpuSetBase):
     ...     c = await dpus.copy_from("c", np.int32, n)  # shape (128, n)
     """
 
-    # -- allocation -------------------------------------------------------------------------------
+    # -- allocation ---------------------------------------
     @classmethod
     async def alloc(
         cls,
@@ -58,7 +58,7 @@ class DpuSet(DpuSetBase):
         if self._root and not self._freed:
             await self.free()
 
-    # -- structure --------------------------------------------------------------------------------
+    # -- structure ---------------------------------------
     def __len__(self) -> int:
         return len(self.dpu_list)
 
@@ -83,7 +83,7 @@ class DpuSet(DpuSetBase):
         """Number of ranks."""
         return len(self.rank_list)
 
-    # -- programs ---------------------------------------------------------------------------------
+    # -- programs ---------------------------------------
     async def load(self, program: DpuProgram) -> DpuProgram:
         """Load ``program`` on every DPU (synchronous)."""
         return await _ops.load(self, program)
@@ -97,7 +97,7 @@ class DpuSet(DpuSetBase):
         """A host-visible symbol of the loaded program."""
         return _ops.get_symbol(self.program, name)
 
-    # -- execution --------------------------------------------------------------------------------
+    # -- execution ---------------------------------------
     async def launch(self, *, wait: bool = True) -> None:
         """Boot the DPUs; with ``wait=False`` return once the launch is queued."""
         await _ops.launch(self, _ops.DPU_SYNCHRONOUS if wait else _ops.DPU_ASYNCHRONOUS)
@@ -115,7 +115,7 @@ class DpuSet(DpuSetBase):
         """Fault information of each DPU (None when it is not in fault)."""
         return [d.fault for d in self.dpu_list]
 
-    # -- transfers --------------------------------------------------------------------------------
+    # -- transfers ---------------------------------------
     async def copy_to(
         self,
         symbol: str | Symbol,
@@ -147,8 +147,8 @@ class DpuSet(DpuSetBase):
                 DpuErrorCode.DPU_ERR_INVALID_MEMORY_TRANSFER,
                 f"per-DPU buffers must all have the same size, got {sorted(lengths)}",
             )
-        for d, buf in zip(self.iter_dpus(), per_dpu, strict=True):
-            _ops.prepare_xfer(d, buf)
+        for one, buf in zip(self.iter_dpus(), per_dpu, strict=True):
+            _ops.prepare_xfer(one, buf)
         length = lengths.pop() if lengths else 0
         await _ops.push_xfer(self, _ops.DPU_XFER_TO_DPU, symbol, offset, length, flags)
 
@@ -162,7 +162,7 @@ class DpuSet(DpuSetBase):
         wait: bool = True,
         parallel: bool = False,
     ) -> np.ndarray:
-        """Read ``count`` items of ``dtype`` from ``symbol`` on every DPU: shape ``(len(self), count)``.
+        """Read ``count`` items of ``dtype`` from ``symbol`` on every DPU: ``(len(self), count)``.
 
         With ``wait=False`` the array is returned at once and filled when the job runs.
         """
@@ -179,7 +179,7 @@ class DpuSet(DpuSetBase):
         )
         return out
 
-    # -- callbacks and logs -------------------------------------------------------------------------
+    # -- callbacks and logs ---------------------------------------
     async def call(
         self,
         fn: Callable[[DpuSet, int, Any], Any],
@@ -190,7 +190,7 @@ class DpuSet(DpuSetBase):
         single_call: bool = False,
         parallel: bool = False,
     ) -> None:
-        """Run ``fn(rank_set, rank_id, args)`` (sync or async) between the queued jobs of each rank."""
+        """Run ``fn(rank_set, rank_id, args)`` (sync or async) between the queued jobs."""
         flags = (
             (0 if wait else _ops.DPU_CALLBACK_ASYNC)
             | (0 if blocking else _ops.DPU_CALLBACK_NONBLOCKING)

@@ -1,0 +1,55 @@
+"""Small DPU programs and helpers shared by the tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import aiopim
+from aiopim import timing
+
+V1B_CYCLE_PS = 2500  # 400 MHz
+
+
+def spin_program(
+    cycles_per_tasklet: int = 0, nr_tasklets: int = 1, name: str = "spin"
+) -> aiopim.Program:
+    """Each tasklet issues ``instructions`` (WRAM buffer ``x`` of 16 bytes is host-visible)."""
+    prog = aiopim.Program(name, nr_tasklets=nr_tasklets)
+    prog.host("x", np.uint32, 4)
+    prog.host("instructions", np.uint32, 1, init=[cycles_per_tasklet])
+    prog.mram("m", np.uint8, 4096)
+
+    @prog.main
+    async def main(t: aiopim.Tasklet) -> None:
+        n = int(t.view(prog.address_of("instructions"), np.uint32, 1)[0])
+        t.compute(n)
+
+    return prog
+
+
+def fault_program() -> aiopim.Program:
+    prog = aiopim.Program("faulty", nr_tasklets=2)
+    prog.host("x", np.uint32, 2)
+
+    @prog.main
+    async def main(t: aiopim.Tasklet) -> None:
+        t.compute(100)
+        await t.flush()
+        if t.me() == 1:
+            t.fault(3, "assert failed")
+
+    return prog
+
+
+def run_time_ps(instructions: int) -> int:
+    """Virtual run time of one tasklet issuing ``instructions`` alone on a v1B DPU."""
+    return instructions * timing.REVOLVER_CYCLES * V1B_CYCLE_PS
+
+
+def emu(**kw: Any) -> aiopim.Emulator:
+    cfg = aiopim.MachineConfig(
+        nr_ranks=kw.pop("ranks", 4), nr_dpus_per_rank=kw.pop("dpus", 4), chip=kw.pop("chip", "v1B")
+    )
+    return aiopim.Emulator(cfg, **kw)
