@@ -6,6 +6,7 @@ from ._core._errors import DeadlockError, DpuError, DpuErrorCode, JobType, dpu_e
 from ._core._machine import MachineConfig
 from ._core._program import DpuProgram, MemoryImage, MemorySpace, Symbol
 from .dpu import Program, Tasklet
+from .elf import ElfProgram, load_elf, register_model
 from .host import DpuSet
 
 __version__ = "0.1.0"
@@ -17,6 +18,7 @@ __all__ = [
     "DpuFault",
     "DpuProgram",
     "DpuSet",
+    "ElfProgram",
     "Emulator",
     "FaultInfo",
     "JobType",
@@ -28,6 +30,8 @@ __all__ = [
     "Tasklet",
     "current_emulator",
     "dpu_error_to_string",
+    "load_elf",
     "now",
+    "register_model",
     "run",
 ]

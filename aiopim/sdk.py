@@ -7,6 +7,7 @@ are plain functions. Where C returns an error code, these raise :class:`DpuError
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
@@ -16,6 +17,7 @@ from ._core._emulator import current_emulator
 from ._core._errors import DpuError, DpuErrorCode, JobType, dpu_error_to_string
 from ._core._program import DPU_MRAM_HEAP_POINTER_NAME, DpuProgram, Symbol
 from ._core._set import DpuSetKind
+from .elf import load_elf
 from .host._dpuset import DpuSet
 
 # enums and flags (SDK 2025.1.0 values) --------------------------------------------------------
@@ -86,9 +88,25 @@ def dpu_rank_foreach(dpu_set: DpuSet) -> Iterator[tuple[DpuSet, int]]:
 
 
 # programs ---------------------------------------------------------------------------------------
-async def dpu_load(dpu_set: DpuSet, program: DpuProgram) -> DpuProgram:
-    """Load ``program`` (always synchronous)."""
+async def dpu_load(dpu_set: DpuSet, program: DpuProgram | str | os.PathLike[str]) -> DpuProgram:
+    """Load ``program`` (always synchronous); a path is loaded as a DPU ELF binary."""
+    if isinstance(program, str | os.PathLike):
+        program = load_elf(program)
     return await _ops.load(dpu_set, program)
+
+
+async def dpu_load_from_memory(
+    dpu_set: DpuSet,
+    buffer: Any,
+    size: int | None = None,
+    *,
+    name: str | None = None,
+    model: Any = None,
+) -> DpuProgram:
+    """Load a DPU ELF binary held in ``buffer[:size]`` (bytes-like)."""
+    view = memoryview(buffer).cast("B")
+    data = bytes(view if size is None else view[:size])
+    return await _ops.load(dpu_set, load_elf(data, name=name, model=model))
 
 
 def dpu_get_symbol(program: DpuProgram, name: str) -> Symbol:

@@ -476,3 +476,23 @@ def test_parallel_transfer_runs_while_dpus_run(backend: str) -> None:
         assert aiopim.now() * 1e12 > run_time_ps(n)
 
     emu(ranks=2).run(main, backend=backend)
+
+
+def test_launching_elf_without_model_fails_the_job(tmp_path: object, backend: str) -> None:
+    from aiopim._core._elfwriter import sample_dpu_elf
+
+    data, _ = sample_dpu_elf(host_vars={"value": b"\x05\0\0\0"})
+
+    async def main() -> None:
+        dpus = await dpu_alloc(4, "")
+        prog = await aiopim.sdk.dpu_load_from_memory(dpus, data, name="unbound_test_binary")
+        await dpu_copy_to(dpus, "value", 0, b"\x06\0\0\0", 4)  # transfers work without a model
+        with pytest.raises(DpuError) as e:
+            await dpu_launch(dpus, DPU_SYNCHRONOUS)
+        assert e.value.code is aiopim.DpuErrorCode.DPU_ERR_INTERNAL
+        assert "register_model" in str(e.value)
+        assert not any(d.running for d in dpus.dpu_list)
+        await dpu_sync(dpus)  # the synchronous failure recovered the rank
+        assert prog.nr_tasklets == 2
+
+    emu(ranks=1).run(main, backend=backend)

@@ -14,6 +14,7 @@ import math
 import selectors
 from typing import TYPE_CHECKING, Any
 
+import outcome
 import trio
 
 from ._errors import DeadlockError
@@ -123,8 +124,6 @@ class Bridge:
             w.state = HostWaiter.DELIVERED
             h = w.handle
             if self.backend == "trio":
-                import outcome
-
                 trio.lowlevel.reschedule(
                     h, outcome.Error(w.error) if w.error is not None else outcome.Value(w.value)
                 )
@@ -181,9 +180,10 @@ class _VirtualSelector(selectors.BaseSelector):
         self._real.close()
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        ready = self._real.select(0)
-        if ready or (timeout is not None and timeout <= 0):
-            return ready
+        if timeout is not None and timeout <= 0:
+            return self._real.select(0)
+        # The loop has nothing ready: every host task is blocked. Real readiness (the
+        # self-pipe of call_soon_threadsafe, signals) is polled on the next pass.
         k = self._bridge.kernel
         deadline = None if timeout is None else k.now + seconds_to_ps_ceil(timeout)
         if self._bridge.on_idle(deadline):

@@ -247,7 +247,15 @@ class Dpu:
         self.boot_time = self.kernel.now
         self.tasklets = []
         self._live = 0
-        self.program.boot(self)
+        try:
+            self.program.boot(self)
+        except BaseException:
+            self.running = False
+            for proc in self.tasklets:
+                proc.done = True
+                proc.coro.close()
+            self.tasklets = []
+            raise
         if self._live == 0:
             self._stop()
 

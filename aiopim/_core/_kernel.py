@@ -125,7 +125,9 @@ class Kernel:
         return proc
 
     # -- host waiters ---------------------------------------
-    def new_waiter(self, description: str, *, daemon: bool = False) -> HostWaiter:
+    def new_waiter(
+        self, description: str | Callable[[], str], *, daemon: bool = False
+    ) -> HostWaiter:
         """A one-shot result a host task can await (see the bridge)."""
         self._waiter_ids += 1
         w = HostWaiter(self, self._waiter_ids, description, daemon)
@@ -135,7 +137,7 @@ class Kernel:
     def describe_blocked(self) -> list[str]:
         """Human-readable list of everything that is waiting (host tasks and actors)."""
         lines = [
-            f"host task waiting for {w.description}"
+            f"host task waiting for {w.describe()}"
             for w in self.host_waiting.values()
             if not w.daemon
         ]
@@ -154,7 +156,9 @@ class HostWaiter:
     DELIVERED = 2
     ABANDONED = 3
 
-    def __init__(self, kernel: Kernel, ident: int, description: str, daemon: bool) -> None:
+    def __init__(
+        self, kernel: Kernel, ident: int, description: str | Callable[[], str], daemon: bool
+    ) -> None:
         self._kernel = kernel
         self.ident = ident
         self.description = description
@@ -164,6 +168,11 @@ class HostWaiter:
         self.error: BaseException | None = None
         #: backend-specific handle set by the bridge while a task awaits (future / trio task)
         self.handle: Any = None
+
+    def describe(self) -> str:
+        """What the waiting host task waits for."""
+        d = self.description
+        return d if isinstance(d, str) else d()
 
     def resolve(self, value: Any = None, error: BaseException | None = None) -> None:
         """Complete the waiter; the host task is woken when the event loop is next idle."""

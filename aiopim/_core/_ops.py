@@ -257,7 +257,8 @@ async def _submit(
     need = 2 if wait else 1
     group: SyncGroup | None = None
     if wait:
-        group = SyncGroup(emu.kernel.new_waiter(_describe_wait(ranks, parallel)), len(ranks))
+        waiter = emu.kernel.new_waiter(lambda: _describe_wait(ranks, parallel))
+        group = SyncGroup(waiter, len(ranks))
     sync_type = JobType.SYNC_PARALLEL if parallel else JobType.SYNC
     for r in ranks:
         while r.free_slots < need:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import timing
-from ._errors import PARALLEL_JOB_TYPES, DpuErrorCode, JobType, encode_async_error
+from ._errors import PARALLEL_JOB_TYPES, DpuError, DpuErrorCode, JobType, encode_async_error
 from ._kernel import PRIO_LATE, HostWaiter, Kernel
 
 if TYPE_CHECKING:
@@ -187,7 +187,9 @@ class Rank:
                 job.info["error"] = failure.message
                 self.finish(job, failure.code)
                 return
-        if duration is not None:
+        if duration == 0:
+            self._end(job)  # SYNC and other instant jobs: no heap round trip
+        elif duration is not None:
             self.kernel.call_at(self.kernel.now + duration, self._end, job, self.actor)
 
     def _end(self, job: Job) -> None:
@@ -295,7 +297,13 @@ class Rank:
             self.dpus_running = True
             if rec is not None:
                 rec.add("dpu_boot", rank=self.index, dpu=d.index)
-            d.boot()
+            try:
+                d.boot()
+            except DpuError as err:  # e.g. a binary with no model bound
+                d.running = False
+                self.running_dpus -= 1
+                self.dpus_running = self.running_dpus > 0
+                raise JobFailed(err.code, err.detail or str(err)) from err
 
     def _dpu_stopped(self, dpu: Dpu) -> None:
         self.running_dpus -= 1
