@@ -31,8 +31,8 @@ class Recorder:
     # Job events are flat tuples of ints (cheap, untracked by the garbage collector);
     # fields are decoded on export.
     def job_submitted(self, job: Job) -> None:
-        info = job.info or None
-        self.events.append((self._now(), "job_submit", job.rank.index, job.seq, int(job.type), info))
+        ev = (self._now(), "job_submit", job.rank.index, job.seq, int(job.type), job.info or None)
+        self.events.append(ev)
 
     def job_started(self, job: Job) -> None:
         self.events.append((self._now(), "job_start", job.rank.index, job.seq, int(job.type)))
