@@ -62,10 +62,10 @@ from ._core._program import (
     Symbol,
 )
 from .dpu._program import BarrierDecl, MutexDecl, Var
+from .dpu._tasklet import start_tasklets
 
 if TYPE_CHECKING:
     from ._core._dpu import Dpu
-    from .dpu._program import Program
     from .dpu._tasklet import Tasklet
 
 __all__ = [
@@ -231,12 +231,7 @@ class PythonModel:
 
     def start(self, dpu: Dpu, program: ElfProgram) -> None:
         """Spawn one :class:`~aiopim.Tasklet` per ``NR_TASKLETS``, as ``Program.boot`` does."""
-        from .dpu._tasklet import Tasklet
-
-        dpu.boot_state["mutexes"] = {}
-        for tid in range(program.nr_tasklets):
-            t = Tasklet(dpu, cast("Program", program), tid)
-            dpu.spawn_tasklet(tid, t._run(self.main))
+        start_tasklets(dpu, program, self.main)
 
     def __repr__(self) -> str:
         return f"PythonModel({getattr(self.main, '__qualname__', self.main)!r})"
@@ -606,9 +601,6 @@ class ElfProgram(DpuProgram):
         self.model: Model | None = None
         if model is not None:
             self.bind(model)
-        #: declarations a Python model may use with ``t.barrier_wait``/``t.mutex_lock``
-        self.barriers: dict[str, BarrierDecl] = {}
-        self.mutexes: dict[str, MutexDecl] = {}
 
         # defined symbols by name: global/weak first, then locals, each in table order
         self._defined: dict[str, ElfSymbol] = {}
@@ -756,15 +748,11 @@ class ElfProgram(DpuProgram):
 
     def barrier(self, name: str, count: int | None = None) -> BarrierDecl:
         """Declare a barrier for the Python model (``count`` defaults to NR_TASKLETS)."""
-        decl = BarrierDecl(name, count)
-        self.barriers[name] = decl
-        return decl
+        return BarrierDecl(name, count)
 
     def mutex(self, name: str) -> MutexDecl:
         """Declare a mutex for the Python model."""
-        decl = MutexDecl(name)
-        self.mutexes[name] = decl
-        return decl
+        return MutexDecl(name)
 
     def symbol_table(self) -> list[SymbolRow]:
         """Host-visible symbols as ``(name, space, address, size)`` rows, by address."""

@@ -60,6 +60,10 @@ class BarrierDecl:
     name: str
     count: int | None
 
+    def __post_init__(self) -> None:
+        if self.count is not None and not -127 <= self.count <= 127:
+            raise ValueError("a barrier count must fit a signed byte")
+
 
 @dataclass(frozen=True)
 class MutexDecl:
@@ -95,13 +99,10 @@ class Program(DpuProgram):
         self.stack_sizes = sizes
         self._chip = chip
         self._vars: dict[str, Var] = {}
-        self.barriers: dict[str, BarrierDecl] = {}
-        self.mutexes: dict[str, MutexDecl] = {}
         self._main: MainFn | None = None
         self._layout: dict[str, int] | None = None
         self._symbols: dict[str, Symbol] | None = None
         self.heap_start = 0
-        self.wram_used = 0
         self.host("CLOCKS_PER_SEC", np.uint32)
 
     # -- declaration ----------------------------------------------------------------------------
@@ -149,17 +150,11 @@ class Program(DpuProgram):
 
     def barrier(self, name: str, count: int | None = None) -> BarrierDecl:
         """``BARRIER_INIT(name, count)``; ``count`` defaults to NR_TASKLETS."""
-        if count is not None and not -127 <= count <= 127:
-            raise ValueError("a barrier count must fit a signed byte")
-        b = BarrierDecl(name, count)
-        self.barriers[name] = b
-        return b
+        return BarrierDecl(name, count)
 
     def mutex(self, name: str) -> MutexDecl:
         """``MUTEX_INIT(name)``."""
-        m = MutexDecl(name)
-        self.mutexes[name] = m
-        return m
+        return MutexDecl(name)
 
     def main(self, fn: MainFn) -> MainFn:
         """Decorator: the entry point every tasklet runs."""
@@ -188,11 +183,9 @@ class Program(DpuProgram):
                     layout[v.name] = addr
                     addr += v.size
         addr = _align(addr, 8)
-        self.stacks_start = addr
         addr += sum(self.stack_sizes)
         addr += 8 * self._nr_tasklets  # software cache
         self.heap_start = _align(addr, 8)
-        self.wram_used = self.heap_start
         # MRAM: .mram.noinit then .mram, then DPU_MRAM_HEAP_POINTER
         maddr = 0
         for section in (".mram.noinit", ".mram"):
@@ -248,15 +241,11 @@ class Program(DpuProgram):
             )
 
     def boot(self, dpu: Dpu) -> None:
-        from ._tasklet import Tasklet
+        from ._tasklet import start_tasklets
 
         if self._main is None:
             raise DpuError(
                 DpuErrorCode.DPU_ERR_INTERNAL, f"{self.name!r} has no entry point (@prog.main)"
             )
         self._lay_out()
-        main = self._main
-        dpu.boot_state["mutexes"] = {}
-        for tid in range(self._nr_tasklets):
-            t = Tasklet(dpu, self, tid)
-            dpu.spawn_tasklet(tid, t._run(main))
+        start_tasklets(dpu, self, self._main)

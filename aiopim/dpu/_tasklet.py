@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -13,7 +13,7 @@ from .._core._program import MRAM_BIT
 
 if TYPE_CHECKING:
     from .._core._dpu import Dpu
-    from ._program import BarrierDecl, MainFn, MutexDecl, Program, Var
+    from ._program import BarrierDecl, MainFn, MutexDecl, Var
 
 #: software fault codes of dpufault.h (spec §5.8)
 FAULT_HEAP_FULL = 1
@@ -40,10 +40,27 @@ class _Mutex:
         self.queue = WaitQueue(label)
 
 
+class TaskletProgram(Protocol):
+    """What a tasklet needs from its program (a Python ``Program`` or a bound ELF binary)."""
+
+    @property
+    def nr_tasklets(self) -> int: ...
+
+    heap_start: int
+
+    def address_of(self, where: Var | str) -> int: ...
+
+
+def start_tasklets(dpu: Dpu, program: TaskletProgram, main: MainFn) -> None:
+    """Boot: spawn one :class:`Tasklet` running ``main`` per ``NR_TASKLETS``."""
+    for tid in range(program.nr_tasklets):
+        dpu.spawn_tasklet(tid, Tasklet(dpu, program, tid)._run(main))
+
+
 class Tasklet:
     """The runtime of one tasklet, passed to the program's ``main``."""
 
-    def __init__(self, dpu: Dpu, program: Program, tasklet_id: int) -> None:
+    def __init__(self, dpu: Dpu, program: TaskletProgram, tasklet_id: int) -> None:
         self.dpu = dpu
         self.program = program
         self._id = tasklet_id
