@@ -90,10 +90,6 @@ class Bridge:
         """
         self.idle_passes += 1
         k = self.kernel
-        if k.crashed is not None:
-            crashed, k.crashed = k.crashed, None
-            self._fail(crashed)
-            return True
         if self._deliver_one():
             return True
         k.run(INFINITY if deadline_ps is None else deadline_ps)

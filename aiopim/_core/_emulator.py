@@ -13,7 +13,7 @@ import trio
 from ._bridge import Bridge, VirtualEventLoop, VirtualTrioClock
 from ._errors import DpuError, DpuErrorCode
 from ._kernel import HostWaiter, Kernel
-from ._machine import MachineConfig, Profile, machine_from_profile, parse_profile
+from ._machine import MachineConfig, Profile, machine_from_profile
 from ._rank import Rank
 from ._recorder import Recorder
 
@@ -48,7 +48,6 @@ class Emulator:
         self._callback_requests: deque[Callable[[], Awaitable[None]]] = deque()
         self._service_waiter: HostWaiter | None = None
         self._service_running = False
-        self._host_tg: anyio.abc.TaskGroup | None = None
         self.host_errors: list[BaseException] = []
 
     # -- machine ---------------------------------------
@@ -77,10 +76,8 @@ class Emulator:
         self._ranks.clear()
         self.config = cfg
 
-    def allocate_ranks(self, profile_text: str | None, nr_ranks: int) -> tuple[list[Rank], Profile]:
-        """Take ``nr_ranks`` free ranks (all of them for ``nr_ranks < 0``)."""
-        profile = parse_profile(profile_text)
-        self.configure(profile)
+    def allocate_ranks(self, profile: Profile, nr_ranks: int) -> list[Rank]:
+        """Take ``nr_ranks`` free ranks (all of them for ``nr_ranks < 0``) and reset them."""
         free = [self.rank(i) for i in range(self.config.nr_ranks) if not self.rank(i).allocated]
         if nr_ranks < 0:
             taken = free
@@ -103,7 +100,7 @@ class Emulator:
                 if not profile.disable_reset_on_alloc:
                     d.reset_memories()
                     d.program = None
-        return taken, profile
+        return taken
 
     # -- running ---------------------------------------
     def asyncio_loop_factory(self) -> asyncio.AbstractEventLoop:
@@ -130,46 +127,45 @@ class Emulator:
         return result
 
     async def _root(self, main: Callable[..., Awaitable[T]], args: tuple[Any, ...]) -> T:
-        outcome: list[Any] = []
+        finished = False
+        result: Any = None
+        error: Exception | None = None
         async with anyio.create_task_group() as tg:
-            self._host_tg = tg
+            self._service_running = True
             tg.start_soon(self._callback_service)
             try:
                 with anyio.CancelScope() as scope:
                     self.bridge.main_scope = scope
                     try:
-                        outcome.append(await main(*args))
+                        result = await main(*args)
+                        finished = True
                     except Exception as exc:  # re-raised outside the task group, unwrapped
-                        outcome.append(exc)
-                        outcome.append(None)
+                        error = exc
             finally:
                 self.bridge.main_scope = None
                 tg.cancel_scope.cancel()
-        self._host_tg = None
-        if self.bridge.failure is not None and (not outcome or len(outcome) == 2):
+        if self.bridge.failure is not None and not finished:
             raise self.bridge.failure
-        if len(outcome) == 2:
-            raise outcome[0]
+        if error is not None:
+            raise error
         if self.host_errors:
             raise self.host_errors[0]
-        return outcome[0]  # type: ignore[no-any-return]
+        return result  # type: ignore[no-any-return]
 
     # -- host callbacks ---------------------------------------
+    @property
+    def runs_host_callbacks(self) -> bool:
+        """True inside :meth:`run`, whose host task group runs callback jobs."""
+        return self._service_running
+
     def call_host(self, fn: Callable[[], Awaitable[None]]) -> None:
         """Run ``fn()`` as a new host task (callback jobs); deterministic, one per idle pass."""
         self._callback_requests.append(fn)
-        if self._host_tg is None and not self._service_running:
-            raise DpuError(
-                DpuErrorCode.DPU_ERR_INTERNAL,
-                "a callback job needs a host task group: run the program with aiopim.run(), "
-                "or inside `async with aiopim.host_services():`",
-            )
         w = self._service_waiter
         if w is not None and w.pending:
             self.kernel.call_soon(lambda _: w.resolve() if w.pending else None)
 
     async def _callback_service(self) -> None:
-        self._service_running = True
         try:
             async with anyio.create_task_group() as tg:
                 while True:

@@ -17,7 +17,6 @@ from typing import Any
 INFINITY = 1 << 127
 
 #: Priorities inside one instant: lower runs first.
-PRIO_URGENT = 0
 PRIO_NORMAL = 1
 PRIO_LATE = 2
 
@@ -36,7 +35,6 @@ class Kernel:
         self._explore: random.Random | None = (
             random.Random(explore_seed) if explore_seed is not None else None
         )
-        self._explore_keys: dict[int, int] = {}
         #: host waiters resolved but not yet delivered to the event loop, in kernel order
         self.host_pending: deque[HostWaiter] = deque()
         #: live host waiters (for deadlock reports)
@@ -57,7 +55,8 @@ class Kernel:
             when = self.now
         self._seq += 1
         if self._explore is not None:
-            actor = self._explore_key(actor)
+            # a fresh random key per event: simultaneous events are permuted
+            actor = self._explore.getrandbits(62)
         entry: Entry = [when, priority, actor, self._seq, fn, arg]
         heappush(self._heap, entry)
         return entry
@@ -72,16 +71,6 @@ class Kernel:
     def cancel(entry: Entry) -> None:
         """Cancel a scheduled entry (no effect if it already ran)."""
         entry[4] = None
-
-    def _explore_key(self, actor: int) -> int:
-        assert self._explore is not None
-        # A fresh random key per scheduled event: simultaneous events are permuted.
-        return self._explore.getrandbits(62)
-
-    @property
-    def exploring(self) -> bool:
-        """True when simultaneous events are ordered by a seeded random permutation."""
-        return self._explore is not None
 
     def next_event_time(self) -> int | None:
         """Time of the earliest live event, or None."""

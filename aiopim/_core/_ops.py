@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import timing
 from ._errors import DpuError, DpuErrorCode, JobType
+from ._machine import parse_profile
 from ._memory import Bytes, as_bytes
 from ._program import DpuProgram, MemorySpace, Symbol, space_offset
 from ._rank import Job, JobFailed, Rank, SyncGroup
@@ -60,15 +61,16 @@ async def alloc(
     emu: Emulator, cls: type[S], nr_dpus: int | None, nr_ranks: int | None, profile: str | None
 ) -> S:
     """``dpu_alloc`` / ``dpu_alloc_ranks``."""
+    parsed = parse_profile(profile)
+    emu.configure(parsed)
     if nr_dpus is not None:
         if nr_dpus == 0:
             raise DpuError(E.DPU_ERR_ALLOCATION, "cannot allocate 0 DPUs")
         if nr_dpus == DPU_ALLOCATE_ALL:
-            ranks, _ = emu.allocate_ranks(profile, -1)
+            ranks = emu.allocate_ranks(parsed, -1)
         else:
-            per_rank = _dpus_per_rank(emu, profile)
-            needed = -(-nr_dpus // per_rank)
-            ranks, _ = emu.allocate_ranks(profile, needed)
+            needed = -(-nr_dpus // emu.config.nr_dpus_per_rank)
+            ranks = emu.allocate_ranks(parsed, needed)
             enabled = sum(len(r.enabled_dpus) for r in ranks)
             if enabled < nr_dpus:
                 for r in ranks:
@@ -82,14 +84,8 @@ async def alloc(
         assert nr_ranks is not None
         if nr_ranks == 0:
             raise DpuError(E.DPU_ERR_ALLOCATION, "cannot allocate 0 ranks")
-        ranks, _ = emu.allocate_ranks(profile, -1 if nr_ranks == DPU_ALLOCATE_ALL else nr_ranks)
+        ranks = emu.allocate_ranks(parsed, -1 if nr_ranks == DPU_ALLOCATE_ALL else nr_ranks)
     return cls(emu, ranks, root=True)
-
-
-def _dpus_per_rank(emu: Emulator, profile: str | None) -> int:
-    from ._machine import machine_from_profile, parse_profile
-
-    return machine_from_profile(emu.config, parse_profile(profile)).nr_dpus_per_rank
 
 
 def _disable_surplus(ranks: list[Rank], surplus: int) -> None:
@@ -628,6 +624,12 @@ async def callback(dset: S, fn: CallbackFn, args: Any, flags: int) -> None:
             "DPU_CALLBACK_NONBLOCKING needs DPU_CALLBACK_ASYNC",
         )
     emu = dset.emulator
+    if not emu.runs_host_callbacks:
+        raise DpuError(
+            E.DPU_ERR_INTERNAL,
+            "callback jobs run as host tasks of aiopim.run() / Emulator.run(); start the "
+            "program that way to use dpu_callback",
+        )
     is_async = bool(flags & DPU_CALLBACK_ASYNC)
     blocking = not flags & DPU_CALLBACK_NONBLOCKING
     single_call = bool(flags & DPU_CALLBACK_SINGLE_CALL)

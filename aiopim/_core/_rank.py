@@ -204,6 +204,20 @@ class Rank:
 
     def finish(self, job: Job, code: DpuErrorCode) -> None:
         """The running head job ended with ``code``."""
+        self._retire(job, code)
+        if code != DpuErrorCode.DPU_OK:
+            self.fail(encode_async_error(job.type, code), job.info.get("error", code.name))
+        elif job.sync_group is not None:
+            job.sync_group.rank_done(self, 0)
+        self._try_start()
+
+    def detach_current(self, job: Job) -> None:
+        """Let later jobs run while ``job`` continues (non-blocking callbacks)."""
+        self._retire(job, DpuErrorCode.DPU_OK)
+        self.kernel.call_soon(self._try_start, None, self.actor)
+
+    def _retire(self, job: Job, code: DpuErrorCode) -> None:
+        """Take the running head job off the queue and give its slot back."""
         assert self.current is job
         self.current = None
         if self.queue and self.queue[0] is job:
@@ -213,27 +227,18 @@ class Rank:
         rec = self.emulator.recorder
         if rec is not None:
             rec.job_finished(job, int(code))
-        if code != DpuErrorCode.DPU_OK:
-            self.fail(encode_async_error(job.type, code), job.info.get("error", code.name))
-        elif job.sync_group is not None:
-            job.sync_group.rank_done(self, 0)
-        self._try_start()
-
-    def detach_current(self, job: Job) -> None:
-        """Let later jobs run while ``job`` continues (non-blocking callbacks)."""
-        assert self.current is job
-        self.current = None
-        self.queue.popleft()
-        self._free_slots(1)
-        job.end_ps = self.kernel.now
-        rec = self.emulator.recorder
-        if rec is not None:
-            rec.job_finished(job, 0)
-        self.kernel.call_soon(self._try_start, None, self.actor)
 
     def fail(self, encoded: int, message: str = "") -> None:
         """Store a sticky async error and flush the pending queue (spec §2.2)."""
         self.job_error = encoded
+        self._flush(encoded, message)
+
+    def fail_queue_on_free(self) -> None:
+        """``dpu_free``: queued jobs are abandoned; waiters learn the set was freed."""
+        self._flush(int(DpuErrorCode.DPU_ERR_INVALID_DPU_SET), "the DPU set was freed")
+
+    def _flush(self, error: int, message: str) -> None:
+        """Drop every queued job but the running one; SYNC waiters get ``error``."""
         self.job_error_message = message
         keep = self.current
         flushed = [j for j in self.queue if j is not keep]
@@ -241,26 +246,13 @@ class Rank:
         if keep is not None:
             self.queue.append(keep)
         rec = self.emulator.recorder
-        for j in flushed:
-            if rec is not None:
-                rec.job_flushed(j, encoded)
+        if rec is not None:
+            for j in flushed:
+                rec.job_flushed(j, error)
         self._free_slots(len(flushed))
         for j in flushed:
             if j.sync_group is not None:
-                j.sync_group.rank_done(self, encoded)
-
-    def fail_queue_on_free(self) -> None:
-        """``dpu_free``: queued jobs are abandoned; waiters learn the set was freed."""
-        keep = self.current
-        flushed = [j for j in self.queue if j is not keep]
-        self.queue.clear()
-        if keep is not None:
-            self.queue.append(keep)
-        self._free_slots(len(flushed))
-        self.job_error_message = "the DPU set was freed"
-        for j in flushed:
-            if j.sync_group is not None:
-                j.sync_group.rank_done(self, int(DpuErrorCode.DPU_ERR_INVALID_DPU_SET))
+                j.sync_group.rank_done(self, error)
 
     def request_hold(self, granted: Callable[[Rank], None]) -> None:
         """Lock the rank once its current job is done (single-call callbacks)."""

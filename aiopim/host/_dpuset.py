@@ -135,8 +135,7 @@ class DpuSet(DpuSetBase):
         if per_dpu is None:
             length = _nbytes(data)
             if parallel and not self.is_single_dpu:
-                for d in self.dpu_list:
-                    _ops._matrix(d.rank)[d.index] = data
+                _ops.prepare_xfer(self, data)
                 await _ops.push_xfer(self, _ops.DPU_XFER_TO_DPU, symbol, offset, length, flags)
                 return
             await _ops.broadcast_to(self, symbol, offset, data, length, flags)
