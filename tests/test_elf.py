@@ -63,20 +63,20 @@ MIB = 1 << 20
 V1A, V1B = timing.CHIPS["v1A"], timing.CHIPS["v1B"]
 
 
-def sample(**kw: Any) -> bytes:
+def _build(**kw: Any) -> Any:
     kw.setdefault("host_vars", {"input": struct.pack("<I", 5), "result": bytes(8)})
     kw.setdefault("wram_vars", {"hidden": b"\x01\x02\x03\x04"})
     kw.setdefault("mram_vars", {"table": bytes(range(16))})
     kw.setdefault("mram_noinit_vars", {"scratch": 4096})
-    return sample_dpu_elf(**kw)[0]
+    return sample_dpu_elf(**kw)
+
+
+def sample(**kw: Any) -> bytes:
+    return bytes(_build(**kw)[0])
 
 
 def layout(**kw: Any) -> Any:
-    kw.setdefault("host_vars", {"input": struct.pack("<I", 5), "result": bytes(8)})
-    kw.setdefault("wram_vars", {"hidden": b"\x01\x02\x03\x04"})
-    kw.setdefault("mram_vars", {"table": bytes(range(16))})
-    kw.setdefault("mram_noinit_vars", {"scratch": 4096})
-    return sample_dpu_elf(**kw)[1]
+    return _build(**kw)[1]
 
 
 SAMPLE = sample()

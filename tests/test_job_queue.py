@@ -145,6 +145,10 @@ def observed(e: aiopim.Emulator) -> dict[int, list[tuple[str, int, int]]]:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=ops_strategy, backend=st.sampled_from(["asyncio", "trio"]))
 def test_rank_queue_matches_reference_model(ops: list[Op], backend: str) -> None:
+    check_against_model(ops, backend)
+
+
+def check_against_model(ops: list[Op], backend: str) -> None:
     e = emu(ranks=NR_RANKS, dpus=DPUS_PER_RANK)
     e.run(host, ops, backend=backend)
     assert observed(e) == model(ops)
@@ -177,6 +181,4 @@ def test_parallel_job_never_overtakes_waiting_job() -> None:
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=ops_strategy, backend=st.sampled_from(["asyncio", "trio"]))
 def test_rank_queue_matches_reference_model_long(ops: list[Op], backend: str) -> None:
-    e = emu(ranks=NR_RANKS, dpus=DPUS_PER_RANK)
-    e.run(host, ops, backend=backend)
-    assert observed(e) == model(ops)
+    check_against_model(ops, backend)

@@ -294,9 +294,6 @@ def test_mram_costs_memory_only_where_written() -> None:
 
 
 # --- test-framework integration ----------------------------------------------------------------
-_anyio_emulator = emu(ranks=1)
-
-
 @pytest.fixture
 def anyio_backend() -> tuple[str, dict[str, object]]:
     return aiopim.Emulator(aiopim.MachineConfig(nr_ranks=1, nr_dpus_per_rank=4)).anyio_backend(
