@@ -3,11 +3,12 @@
 from ._core._dpu import DpuFault, FaultInfo
 from ._core._emulator import Emulator, current_emulator, now, run
 from ._core._errors import DeadlockError, DpuError, DpuErrorCode, JobType, dpu_error_to_string
+from ._core._fifo import DpuQuirkWarning, FifoLink
 from ._core._machine import MachineConfig
 from ._core._program import DpuProgram, MemoryImage, MemorySpace, Symbol
-from .dpu import Program, Tasklet
+from .dpu import FifoDecl, Program, Tasklet
 from .elf import ElfProgram, load_elf, register_model
-from .host import DpuSet
+from .host import DpuSet, InputFifo, OutputFifo
 
 __version__ = "0.1.0"
 
@@ -17,14 +18,19 @@ __all__ = [
     "DpuErrorCode",
     "DpuFault",
     "DpuProgram",
+    "DpuQuirkWarning",
     "DpuSet",
     "ElfProgram",
     "Emulator",
     "FaultInfo",
+    "FifoDecl",
+    "FifoLink",
+    "InputFifo",
     "JobType",
     "MachineConfig",
     "MemoryImage",
     "MemorySpace",
+    "OutputFifo",
     "Program",
     "Symbol",
     "Tasklet",

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from ._core import _ops
+from ._core import _fifo, _ops
 from ._core._emulator import current_emulator
 from ._core._errors import DpuError, DpuErrorCode, JobType, dpu_error_to_string
 from ._core._program import DPU_MRAM_HEAP_POINTER_NAME, DpuProgram, Symbol
@@ -39,8 +39,8 @@ DPU_CALLBACK_SINGLE_CALL = _ops.DPU_CALLBACK_SINGLE_CALL
 DPU_CALLBACK_PARALLEL = _ops.DPU_CALLBACK_PARALLEL
 DPU_SET_RANKS = DpuSetKind.DPU_SET_RANKS
 DPU_SET_DPU = DpuSetKind.DPU_SET_DPU
-DPU_INPUT_FIFO = 0
-DPU_OUTPUT_FIFO = 1
+DPU_INPUT_FIFO = _fifo.DPU_INPUT_FIFO
+DPU_OUTPUT_FIFO = _fifo.DPU_OUTPUT_FIFO
 DPU_ALLOCATE_ALL = _ops.DPU_ALLOCATE_ALL
 DPU_ERROR_ASYNC_JOB_TYPE_SHIFT = 16
 DPU_MAX_NR_CIS = 8
@@ -192,6 +192,68 @@ async def dpu_copy_from_symbol(
     await _ops.copy_from(dpu_set, symbol, offset, dst, length)
 
 
+# WRAM FIFOs (lowlevel/dpu_fifo.h) ---------------------------------------------------------------
+dpu_fifo_link_t = _fifo.FifoLink
+
+
+def dpu_link_input_fifo(dpu_set: DpuSet, fifo_name: str) -> dpu_fifo_link_t:
+    """Link the input FIFO ``fifo_name`` of the set's DPUs (returns the link)."""
+    return _fifo.link_fifo(dpu_set, fifo_name, DPU_INPUT_FIFO)
+
+
+def dpu_link_output_fifo(dpu_set: DpuSet, fifo_name: str) -> dpu_fifo_link_t:
+    """Link the output FIFO ``fifo_name`` of the set's DPUs (returns the link)."""
+    return _fifo.link_fifo(dpu_set, fifo_name, DPU_OUTPUT_FIFO)
+
+
+def dpu_fifo_link_free(link: dpu_fifo_link_t) -> None:
+    """Release a FIFO link."""
+    _fifo.link_free(link)
+
+
+def dpu_fifo_prepare_xfer(dpu_set: DpuSet, link: dpu_fifo_link_t, buffer: Any) -> None:
+    """Record ``buffer`` for every DPU of the set: the element to push, or the ring to fill."""
+    _fifo.fifo_prepare_xfer(dpu_set, link, buffer)
+
+
+async def dpu_fifo_push_xfer(dpu_set: DpuSet, link: dpu_fifo_link_t, flags: int) -> None:
+    """Push one element per DPU (input link) or drain every DPU's FIFO (output link)."""
+    await _fifo.fifo_push_xfer(dpu_set, link, flags)
+
+
+def dpu_fifo_set_push_max_retries(link: dpu_fifo_link_t, dpu_set: DpuSet, n: int) -> None:
+    """Retries before a push fails with ``DPU_ERR_WRAM_FIFO_FULL`` (default 1000)."""
+    _fifo.set_push_max_retries(link, dpu_set, n)
+
+
+def dpu_fifo_set_time_for_push_retries(
+    link: dpu_fifo_link_t, dpu_set: DpuSet, microseconds: int
+) -> None:
+    """Microseconds between two push attempts (default 10)."""
+    _fifo.set_time_for_push_retries(link, dpu_set, microseconds)
+
+
+def get_fifo_size(link: dpu_fifo_link_t, dpu: DpuSet) -> int:
+    """Elements of ``dpu``'s FIFO as captured by the last push/flush."""
+    return _fifo.fifo_size(link, _one_dpu(dpu))
+
+
+def get_fifo_elem(link: dpu_fifo_link_t, dpu: DpuSet, buffer: Any, i: int) -> Any:
+    """Element ``i`` (oldest first) of the ring that the last flush copied into ``buffer``."""
+    return _fifo.fifo_elem(link, _one_dpu(dpu), buffer, i)
+
+
+def get_fifo_max_size(link: dpu_fifo_link_t, rank: DpuSet) -> int:
+    """The largest ``get_fifo_size`` over the DPUs of ``rank``."""
+    return max((_fifo.fifo_size(link, d) for d in rank.dpu_list), default=0)
+
+
+def _one_dpu(dpu: DpuSet) -> Any:
+    if not dpu.is_single_dpu:
+        raise DpuError(DpuErrorCode.DPU_ERR_INVALID_DPU_SET, "pass a single DPU (dpu_foreach)")
+    return dpu.dpu_list[0]
+
+
 # callbacks and logs -----------------------------------------------------------------------------
 async def dpu_callback(
     dpu_set: DpuSet, callback: Callable[[DpuSet, int, Any], Any], args: Any, flags: int
@@ -205,7 +267,7 @@ def dpu_log_read(dpu_set: DpuSet, stream: TextIO | None = None) -> None:
     (stream or sys.stdout).write(_ops.log_read(dpu_set))
 
 
-__all__ = [name for name in dir() if name.startswith(("dpu_", "DPU_", "MAX_"))] + [
+__all__ = [name for name in dir() if name.startswith(("dpu_", "DPU_", "MAX_", "get_fifo"))] + [
     "DpuError",
     "DpuErrorCode",
     "DpuProgram",

@@ -52,6 +52,38 @@ PARALLEL_WRAM_ACCESS_LATENCY_PS = 2 * PS_PER_US
 #: Bytes/s of the parallel WRAM path per rank. [A] (limited, per doc 263)
 PARALLEL_WRAM_BPS = 0.2e9
 
+# --- WRAM FIFOs (spec §4) -----------------------------------------------------------------------
+#: ``dpu_fifo_push_xfer`` retries at most this many times by default. [H] api/src/api/dpu_fifo.c
+FIFO_PUSH_MAX_RETRIES = 1000
+#: Sleep between two push attempts, in microseconds, by default. [H] api/src/api/dpu_fifo.c
+FIFO_TIME_FOR_RETRY_US = 10
+# Host side: a push/flush pass reads every DPU's pointer pair (16 B) in one parallel access, then
+# writes elements and pointers, each write being one parallel access (parallel_wram_access_ps).
+#: DPU side instruction counts of wramfifo.c, estimated from its C code on the 32-bit DPU ISA
+#: (a 64-bit pointer compare is two loads and a compare per word). [A]
+FIFO_CHECK_INSTRUCTIONS = 6
+#: ``input_fifo_peek``: load, mask, scale, add. [A]
+FIFO_PEEK_INSTRUCTIONS = 5
+#: ``input_fifo_pop`` / ``nb_reserved`` update: 64-bit load, add with carry, store. [A]
+FIFO_POP_INSTRUCTIONS = 4
+#: ``output_fifo_push`` besides the copy of the element. [A]
+FIFO_PUSH_INSTRUCTIONS = 8
+#: One iteration of the ``process_inputs_*`` loop test / a polling loop. [A]
+FIFO_POLL_LOOP_INSTRUCTIONS = 16
+#: ``memcpy`` of 8 bytes (one ``ld`` and one ``sd``). [A]
+MEMCPY_INSTRUCTIONS_PER_8_BYTES = 2
+
+
+def memcpy_instructions(nbytes: int) -> int:
+    """Instructions of a WRAM-to-WRAM copy of ``nbytes`` (multiple of 8)."""
+    return MEMCPY_INSTRUCTIONS_PER_8_BYTES * (-(-nbytes // 8))
+
+
+def parallel_wram_access_ps(nbytes: int) -> int:
+    """One access of a rank's WRAM through the parallel (v1B control-interface) path."""
+    return PARALLEL_WRAM_ACCESS_LATENCY_PS + _bytes_time(nbytes, PARALLEL_WRAM_BPS)
+
+
 # --- Launch, sync, callbacks ---------------------------------------------------------------------
 #: Booting the DPUs of a rank (control-interface commands). [A] no published figure
 LAUNCH_BOOT_LATENCY_PS = 10 * PS_PER_US
@@ -109,7 +141,7 @@ def transfer_time_ps(kind: str, bytes_per_dpu: list[int]) -> int:
     if n == 0:
         return TRANSFER_JOB_LATENCY_PS
     if kind == "parallel":
-        return PARALLEL_WRAM_ACCESS_LATENCY_PS + _bytes_time(total, PARALLEL_WRAM_BPS)
+        return parallel_wram_access_ps(total)
     if kind == "to":
         bw = min(n * HOST_TO_DPU_SERIAL_BPS, RANK_HOST_TO_DPU_PARALLEL_BPS)
         return TRANSFER_JOB_LATENCY_PS + _bytes_time(total, bw)

@@ -58,6 +58,8 @@ class Pipeline:
         "instructions",
         "kernel",
         "n",
+        "spin_attained",
+        "spinning",
         "t",
     )
 
@@ -72,6 +74,10 @@ class Pipeline:
         self._seq = 0
         self._timer: Entry | None = None
         self.instructions = 0
+        #: tasklets busy-polling memory: they take issue slots but have no instruction target
+        self.spinning = 0
+        #: instructions each spinning tasklet has issued since the pipeline started spinning
+        self.spin_attained = 0.0
 
     def reset(self) -> None:
         """Forget every computing tasklet (DPU stopped)."""
@@ -81,12 +87,32 @@ class Pipeline:
         self._heap.clear()
         self.n = 0
         self.attained = 0.0
+        self.spinning = 0
 
     def _advance(self) -> None:
         now = self.kernel.now
-        if self.n:
-            self.attained += (now - self.t) / (max(timing.REVOLVER_CYCLES, self.n) * self.cycle_ps)
+        active = self.n + self.spinning
+        if active:
+            share = (now - self.t) / (max(timing.REVOLVER_CYCLES, active) * self.cycle_ps)
+            if self.n:
+                self.attained += share
+            if self.spinning:
+                self.spin_attained += share
         self.t = now
+
+    def spin(self) -> float:
+        """A tasklet starts busy-polling; returns the spin mark to pass to :meth:`unspin`."""
+        self._advance()
+        self.spinning += 1
+        self._reschedule()
+        return self.spin_attained
+
+    def unspin(self, mark: float) -> None:
+        """A polling tasklet saw its condition; count the instructions it issued meanwhile."""
+        self._advance()
+        self.spinning -= 1
+        self.instructions += int(self.spin_attained - mark)
+        self._reschedule()
 
     def compute(self, proc: Process, instructions: int) -> None:
         """Run ``instructions`` for ``proc``; it resumes when they have issued."""
@@ -105,7 +131,7 @@ class Pipeline:
             self.attained = 0.0
             return
         remaining = self._heap[0][0] - self.attained
-        dt = remaining * max(timing.REVOLVER_CYCLES, self.n) * self.cycle_ps
+        dt = remaining * max(timing.REVOLVER_CYCLES, self.n + self.spinning) * self.cycle_ps
         when = self.kernel.now + max(0, math.ceil(dt - 1e-6))
         self._timer = self.kernel.call_at(when, self._on_timer, None, self._actor)
 
@@ -189,6 +215,34 @@ class DmaCommand(Command):
         proc.resume(None)
 
 
+class SpinCommand(Command):
+    """Busy-poll WRAM: the tasklet keeps its issue slot until a watched range is written.
+
+    The poll loop's instructions are not stepped one by one: the tasklet sits in the pipeline
+    as a spinner (slowing its neighbours like a real polling loop) and is resumed when the host
+    (or a FIFO operation) writes any of ``ranges``.
+    """
+
+    __slots__ = ("dpu", "label", "mark", "proc", "ranges")
+
+    def __init__(self, dpu: Dpu, ranges: list[tuple[int, int]], label: str) -> None:
+        self.dpu = dpu
+        self.ranges = ranges
+        self.label = label
+        self.mark = 0.0
+        self.proc: Process | None = None
+
+    def arm(self, proc: Process) -> None:
+        proc.blocked_on = self.label
+        self.proc = proc
+        self.mark = self.dpu.pipeline.spin()
+        self.dpu.spinners.append(self)
+
+    def watches(self, start: int, end: int) -> bool:
+        """True if ``[start, end)`` overlaps a watched range."""
+        return any(lo < end and start < hi for lo, hi in self.ranges)
+
+
 class Dpu:
     """Memories and run state of one DPU."""
 
@@ -210,6 +264,8 @@ class Dpu:
         self.dma = DmaEngine(kernel, chip, self.actor)
         self.tasklets: list[Process] = []
         self._live = 0
+        #: tasklets busy-polling WRAM, resumed by :meth:`wram_written`
+        self.spinners: list[SpinCommand] = []
         #: runtime state that persists across boots (heap pointer, ...); reset by load
         self.persistent: dict[str, Any] = {}
         #: runtime state reset at every boot (atomic bits, ...)
@@ -300,6 +356,7 @@ class Dpu:
         self.running = False
         self.last_run_ps = self.kernel.now - self.boot_time
         self.pipeline.reset()
+        self.spinners = []
         for proc in self.tasklets:
             if not proc.done:
                 proc.done = True
@@ -307,6 +364,24 @@ class Dpu:
         self.tasklets = []
         if self.on_stop is not None:
             self.on_stop(self)
+
+    def wram_written(self, start: int, length: int) -> None:
+        """WRAM ``[start, start+length)`` changed: resume the tasklets polling it."""
+        if not self.spinners:
+            return
+        end = start + length
+        keep: list[SpinCommand] = []
+        for spin in self.spinners:
+            proc = spin.proc
+            if proc is None or proc.done:
+                continue
+            if spin.watches(start, end):
+                self.pipeline.unspin(spin.mark)
+                proc.blocked_on = None
+                self.kernel.call_soon(proc.resume, None, proc.actor)
+            else:
+                keep.append(spin)
+        self.spinners = keep
 
     def blocked_tasklets(self) -> list[str]:
         """Descriptions of tasklets waiting forever (for deadlock reports)."""

@@ -391,6 +391,13 @@ def _check_symbol_access(
             f"IRAM transfers need address and length multiples of 8 (address {address:#x}, "
             f"length {length})",
         )
+    chip = dset.emulator.config.chip_profile
+    if parallel and not dset.is_single_dpu and not chip.supports_parallel_wram:
+        raise DpuError(
+            E.DPU_ERR_INVALID_PARALLEL_MEMORY_TRANSFER,
+            f"DPU_XFER_PARALLEL needs parallel WRAM access, which {chip.name} DPUs do not have "
+            "(v1B only); use profile chip=v1B",
+        )
     if parallel and not dset.is_single_dpu and space is not MemorySpace.WRAM:
         raise DpuError(
             E.DPU_ERR_INVALID_PARALLEL_MEMORY_TRANSFER,
@@ -430,6 +437,7 @@ def _check_in_job(dpu: Dpu, t: _Target) -> bool:
 def _write_dpu(dpu: Dpu, t: _Target, data: Bytes) -> None:
     if t.space is MemorySpace.WRAM:
         dpu.wram[t.offset : t.offset + t.length] = data[: t.length]
+        dpu.wram_written(t.offset, t.length)
     elif t.space is MemorySpace.MRAM:
         dpu.mram.write(t.offset, data[: t.length])
     else:

@@ -1,6 +1,7 @@
 """DPU-side runtime for Python kernels, modelled on UPMEM's runtime library."""
 
 from .._core._dpu import DpuFault, FaultInfo
+from ._fifo import FifoDecl
 from ._program import BarrierDecl, MutexDecl, Program, Var
 from ._tasklet import (
     FAULT_ASSERT,
@@ -20,6 +21,7 @@ __all__ = [
     "BarrierDecl",
     "DpuFault",
     "FaultInfo",
+    "FifoDecl",
     "MutexDecl",
     "Program",
     "Tasklet",

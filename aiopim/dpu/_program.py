@@ -18,6 +18,12 @@ from .._core._program import (
     MemorySpace,
     Symbol,
 )
+from ._fifo import (
+    INPUT_FIFO_STRUCT_SIZE,
+    OUTPUT_FIFO_STRUCT_SIZE,
+    FifoDecl,
+    check_fifo_geometry,
+)
 
 if TYPE_CHECKING:
     from .._core._dpu import Dpu
@@ -102,6 +108,7 @@ class Program(DpuProgram):
         self._main: MainFn | None = None
         self._layout: dict[str, int] | None = None
         self._symbols: dict[str, Symbol] | None = None
+        self._fifos: list[FifoDecl] = []
         self.heap_start = 0
         self.host("CLOCKS_PER_SEC", np.uint32)
 
@@ -155,6 +162,24 @@ class Program(DpuProgram):
     def mutex(self, name: str) -> MutexDecl:
         """``MUTEX_INIT(name)``."""
         return MutexDecl(name)
+
+    def input_fifo(self, name: str, ptr_size: int, data_size: int) -> FifoDecl:
+        """``INPUT_FIFO_INIT(name, ptr_size, data_size)``: filled by the host, read by tasklets."""
+        return self._fifo(name, ptr_size, data_size, output=False)
+
+    def output_fifo(self, name: str, ptr_size: int, data_size: int) -> FifoDecl:
+        """``OUTPUT_FIFO_INIT(name, ptr_size, data_size)``: filled by tasklets, drained by host."""
+        return self._fifo(name, ptr_size, data_size, output=True)
+
+    def _fifo(self, name: str, ptr_size: int, data_size: int, *, output: bool) -> FifoDecl:
+        check_fifo_geometry(name, ptr_size, data_size)
+        data = self.host(f"__{name}_data", np.uint8, (1 << ptr_size) * data_size)
+        tmp = self.wram(f"__{name}_tmp_data", np.uint8, self._nr_tasklets * data_size)
+        size = OUTPUT_FIFO_STRUCT_SIZE if output else INPUT_FIFO_STRUCT_SIZE
+        struct = self.host(name, np.uint8, size)
+        decl = FifoDecl(name, ptr_size, data_size, output, struct, data, tmp)
+        self._fifos.append(decl)
+        return decl
 
     def main(self, fn: MainFn) -> MainFn:
         """Decorator: the entry point every tasklet runs."""
@@ -225,11 +250,17 @@ class Program(DpuProgram):
 
     def images(self) -> list[MemoryImage]:
         layout = self._lay_out()
-        return [
+        images = [
             MemoryImage(layout[v.name], v.init)
             for v in self._vars.values()
             if v.init is not None and v.section != ".mram.noinit"
         ]
+        for f in self._fifos:
+            at = layout[f.struct.name]
+            images.append(
+                MemoryImage(at, f.struct_image(at, layout[f.data.name], layout[f.tmp_data.name]))
+            )
+        return images
 
     def check_fits(self, wram_size: int, nr_threads: int) -> None:
         self._lay_out()

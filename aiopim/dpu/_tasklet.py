@@ -10,6 +10,7 @@ import numpy.typing as npt
 from .._core._dpu import ComputeCommand, DmaCommand, DpuFault
 from .._core._kernel import WaitQueue
 from .._core._program import MRAM_BIT
+from ._fifo import FifoOps
 
 if TYPE_CHECKING:
     from .._core._dpu import Dpu
@@ -57,7 +58,7 @@ def start_tasklets(dpu: Dpu, program: TaskletProgram, main: MainFn) -> None:
         dpu.spawn_tasklet(tid, Tasklet(dpu, program, tid)._run(main))
 
 
-class Tasklet:
+class Tasklet(FifoOps):
     """The runtime of one tasklet, passed to the program's ``main``."""
 
     def __init__(self, dpu: Dpu, program: TaskletProgram, tasklet_id: int) -> None:

@@ -9,12 +9,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._core import _ops
+from .._core import _fifo, _ops
 from .._core._dpu import FaultInfo
 from .._core._emulator import Emulator, current_emulator
 from .._core._errors import DpuError, DpuErrorCode
 from .._core._program import DpuProgram, Symbol
 from .._core._set import DpuSetBase
+from ._fifo import InputFifo, OutputFifo
 
 
 class DpuSet(DpuSetBase):
@@ -177,6 +178,15 @@ class DpuSet(DpuSetBase):
             self, _ops.DPU_XFER_FROM_DPU, symbol, offset, count * dt.itemsize, flags
         )
         return out
+
+    # -- WRAM FIFOs ---------------------------------------
+    def link_input_fifo(self, name: str, dtype: npt.DTypeLike = np.uint8) -> InputFifo:
+        """Link the input FIFO ``name`` of every DPU (elements viewed as ``dtype`` items)."""
+        return InputFifo(self, _fifo.link_fifo(self, name, _fifo.DPU_INPUT_FIFO), dtype)
+
+    def link_output_fifo(self, name: str, dtype: npt.DTypeLike = np.uint8) -> OutputFifo:
+        """Link the output FIFO ``name`` of every DPU (elements viewed as ``dtype`` items)."""
+        return OutputFifo(self, _fifo.link_fifo(self, name, _fifo.DPU_OUTPUT_FIFO), dtype)
 
     # -- callbacks and logs ---------------------------------------
     async def call(

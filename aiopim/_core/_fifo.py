@@ -1,0 +1,462 @@
+"""Host side of WRAM FIFOs (``dpu_fifo.h``): links, prepared buffers, push and flush jobs.
+
+Every pointer the host reads or writes is the 64-bit word in the DPU's emulated WRAM that the
+DPU side uses (spec §4.1); the link keeps only the host copy the SDK keeps (the pointer pair
+captured by the last push/flush). The push/flush algorithms follow ``dpu_copy_to_wram_fifo`` /
+``dpu_copy_from_wram_fifo`` (spec §4.3) pass by pass, in virtual time.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import timing
+from ._errors import DpuError, DpuErrorCode, JobType
+from ._kernel import Command, Delay, Process
+from ._memory import Bytes
+from ._ops import (
+    DPU_XFER_ASYNC,
+    DPU_XFER_NO_RESET,
+    _inline_ranks,
+    _submit,
+    common_program,
+    get_symbol,
+    host_view,
+)
+from ._program import MemorySpace, Symbol
+from ._rank import Job, Rank
+
+if TYPE_CHECKING:
+    from ._dpu import Dpu
+    from ._set import DpuSetBase
+
+E = DpuErrorCode
+DPU_INPUT_FIFO = 0
+DPU_OUTPUT_FIFO = 1
+_READ_PTR, _WRITE_PTR, _PTR_SIZE, _DATA_SIZE = 0, 8, 24, 28
+_MASK64 = 0xFFFF_FFFF_FFFF_FFFF
+
+
+class DpuQuirkWarning(UserWarning):
+    """An SDK quirk that aiopim reproduces is corrupting or dropping data in this program."""
+
+
+class RankFifo:
+    """``dpu_fifo_rank_t``: one rank's prepared buffers, pointer copies and retry settings."""
+
+    __slots__ = ("matrix", "max_retries", "ptrs", "time_for_retry_us")
+
+    def __init__(self, nr_dpus: int) -> None:
+        #: host copy of every DPU's (read_ptr, write_ptr), as captured by the last push/flush
+        self.ptrs = np.zeros((nr_dpus, 2), dtype=np.uint64)
+        self.matrix: dict[int, Any] = {}
+        self.max_retries = timing.FIFO_PUSH_MAX_RETRIES
+        self.time_for_retry_us = timing.FIFO_TIME_FOR_RETRY_US
+
+
+class FifoLink:
+    """``struct dpu_fifo_link_t``: a host link to one FIFO of every DPU of a set."""
+
+    def __init__(
+        self,
+        direction: int,
+        struct: Symbol,
+        data: Symbol,
+        ptr_size: int,
+        data_size: int,
+        ranks: list[Rank],
+    ) -> None:
+        self.direction = direction
+        self.struct = struct
+        self.data = data
+        self.ptr_size = ptr_size
+        self.data_size = data_size
+        self.rank_fifos: dict[int, RankFifo] | None = {
+            r.index: RankFifo(len(r.dpus)) for r in ranks
+        }
+
+    @property
+    def name(self) -> str:
+        """The FIFO's variable name in the DPU program."""
+        return self.struct.name
+
+    @property
+    def is_input(self) -> bool:
+        """True for a link made by ``dpu_link_input_fifo``."""
+        return self.direction == DPU_INPUT_FIFO
+
+    @property
+    def capacity(self) -> int:
+        """``2**ptr_size`` elements."""
+        return 1 << self.ptr_size
+
+    @property
+    def ring_bytes(self) -> int:
+        """Size of the ring buffer (what an output buffer must hold)."""
+        return self.data_size << self.ptr_size
+
+    def rank_fifo(self, rank: Rank) -> RankFifo:
+        """The per-rank state, or a DpuError if the link does not cover ``rank``."""
+        if self.rank_fifos is None:
+            raise DpuError(
+                E.DPU_ERR_INTERNAL,
+                f"the link to FIFO {self.name!r} was freed (dpu_fifo_link_free); link it again",
+            )
+        rf = self.rank_fifos.get(rank.index)
+        if rf is None:
+            raise DpuError(
+                E.DPU_ERR_INVALID_DPU_SET,
+                f"the link to FIFO {self.name!r} does not cover rank {rank.index}; link the FIFO "
+                "on a set that contains it",
+            )
+        return rf
+
+    def __repr__(self) -> str:
+        kind = "input" if self.is_input else "output"
+        return (
+            f"<FifoLink {kind} {self.name!r} {self.capacity}x{self.data_size}B "
+            f"on {len(self.rank_fifos or ())} rank(s)>"
+        )
+
+
+# ================================================================================================
+# immediate calls
+# ================================================================================================
+def link_fifo(dset: DpuSetBase, name: str, direction: int) -> FifoLink:
+    """``dpu_link_input_fifo`` / ``dpu_link_output_fifo`` (immediate, not a job)."""
+    program = common_program(dset)
+    struct = get_symbol(program, name)
+    data = get_symbol(program, f"__{name}_data")
+    for sym in (struct, data):
+        if sym.space is not MemorySpace.WRAM:
+            raise DpuError(
+                E.DPU_ERR_INVALID_WRAM_ACCESS,
+                f"FIFO symbol {sym.name!r} is in {sym.space.value}; WRAM FIFOs live in WRAM",
+            )
+    need = 40 if direction == DPU_OUTPUT_FIFO else 32
+    if struct.size < need:
+        raise DpuError(
+            E.DPU_ERR_INVALID_WRAM_ACCESS,
+            f"{name!r} is {struct.size} bytes, not a FIFO struct ({need} bytes); declare it with "
+            "INPUT_FIFO_INIT / OUTPUT_FIFO_INIT",
+        )
+    first = dset.dpu_list[0]
+    ptr_size = _u32(first, struct.offset + _PTR_SIZE)
+    data_size = _u32(first, struct.offset + _DATA_SIZE)
+    if ptr_size > 10 or data_size % 8 or data_size == 0:
+        raise DpuError(
+            E.DPU_ERR_INVALID_WRAM_ACCESS,
+            f"FIFO {name!r} on DPU {first.name} reads ptr_size={ptr_size}, data_size={data_size}; "
+            "expected ptr_size <= 10 and a positive multiple of 8 (is the program loaded?)",
+        )
+    if data.size < data_size << ptr_size:
+        raise DpuError(
+            E.DPU_ERR_INVALID_WRAM_ACCESS,
+            f"{data.name!r} holds {data.size} bytes but the FIFO needs {data_size << ptr_size}",
+        )
+    if ptr_size > 8:
+        warnings.warn(
+            f"FIFO {name!r} has ptr_size {ptr_size}: the SDK (2025.1) truncates masked pointers "
+            "to uint8 and addresses the wrong slots on hardware; aiopim uses full-width indices",
+            DpuQuirkWarning,
+            stacklevel=3,
+        )
+    return FifoLink(direction, struct, data, ptr_size, data_size, dset.rank_list)
+
+
+def link_free(link: FifoLink) -> None:
+    """``dpu_fifo_link_free``."""
+    link.rank_fifos = None
+
+
+def fifo_prepare_xfer(dset: DpuSetBase, link: FifoLink, buf: Any) -> None:
+    """``dpu_fifo_prepare_xfer``: ``buf`` for every DPU of the set (None clears)."""
+    for d in dset.dpu_list:
+        m = link.rank_fifo(d.rank).matrix
+        if buf is None:
+            m.pop(d.index, None)
+        else:
+            m[d.index] = buf
+
+
+def set_push_max_retries(link: FifoLink, dset: DpuSetBase, max_retries: int) -> None:
+    """``dpu_fifo_set_push_max_retries`` for the ranks of ``dset``."""
+    if max_retries < 0:
+        raise DpuError(E.DPU_ERR_INVALID_MEMORY_TRANSFER, "max_retries must be >= 0")
+    for r in dset.rank_list:
+        link.rank_fifo(r).max_retries = int(max_retries)
+
+
+def set_time_for_push_retries(link: FifoLink, dset: DpuSetBase, microseconds: int) -> None:
+    """``dpu_fifo_set_time_for_push_retries`` (µs between two push attempts)."""
+    if microseconds < 0:
+        raise DpuError(E.DPU_ERR_INVALID_MEMORY_TRANSFER, "the retry interval must be >= 0 µs")
+    for r in dset.rank_list:
+        link.rank_fifo(r).time_for_retry_us = int(microseconds)
+
+
+def fifo_size(link: FifoLink, dpu: Dpu) -> int:
+    """``get_fifo_size``: ``wr - rd`` of the pointer pair captured by the last push/flush."""
+    rd, wr = link.rank_fifo(dpu.rank).ptrs[dpu.index]
+    return (int(wr) - int(rd)) & _MASK64
+
+
+def fifo_elem(link: FifoLink, dpu: Dpu, buf: Any, i: int) -> Bytes:
+    """``get_fifo_elem``: element ``i`` (oldest first) of the ring copied into ``buf``."""
+    size = fifo_size(link, dpu)
+    if not 0 <= i < size:
+        raise IndexError(
+            f"FIFO {link.name!r} of DPU {dpu.name} holds {size} element(s), not {i + 1}"
+        )
+    view = host_view(buf, link.ring_bytes, writable=False, who="the FIFO buffer")
+    rd = int(link.rank_fifo(dpu.rank).ptrs[dpu.index][0])
+    slot = (rd + i) & (link.capacity - 1)
+    return view[slot * link.data_size : (slot + 1) * link.data_size]
+
+
+# ================================================================================================
+# the push job
+# ================================================================================================
+async def fifo_push_xfer(dset: DpuSetBase, link: FifoLink, flags: int) -> None:
+    """``dpu_fifo_push_xfer``: one PARALLEL_FIFO_PUSH or _FLUSH job per rank."""
+    emu = dset.emulator
+    if not emu.config.chip_profile.supports_parallel_wram:
+        raise DpuError(
+            E.DPU_ERR_INVALID_PARALLEL_MEMORY_TRANSFER,
+            f"WRAM FIFOs need parallel WRAM access, which {emu.config.chip_profile.name} DPUs "
+            "do not have (v1B only); use profile chip=v1B",
+        )
+    single = dset._dpu
+    # QUIRK fixed: the SDK always enqueues a PUSH on a single-DPU set, even for an output link
+    jt = JobType.PARALLEL_FIFO_PUSH if link.is_input else JobType.PARALLEL_FIFO_FLUSH
+    need = link.data_size if link.is_input else link.ring_bytes
+    per_rank: dict[int, dict[int, Bytes]] = {}
+    for d in dset.dpu_list:
+        rf = link.rank_fifo(d.rank)
+        buf = rf.matrix.get(d.index)
+        if buf is not None:
+            per_rank.setdefault(d.rank.index, {})[d.index] = host_view(
+                buf, need, writable=not link.is_input, who=f"the FIFO buffer of DPU {d.name}"
+            )
+    if not flags & DPU_XFER_NO_RESET:
+        for d in dset.dpu_list:
+            link.rank_fifo(d.rank).matrix.pop(d.index, None)
+
+    def algorithm(rank: Rank) -> Coroutine[Any, Any, tuple[DpuErrorCode, str]]:
+        dpus = [single] if single is not None else rank.enabled_dpus
+        buffers = per_rank.get(rank.index, {})
+        if link.is_input:
+            return _push_input(link, rank, dpus, buffers)
+        return _flush_output(link, rank, dpus, buffers)
+
+    wait = not flags & DPU_XFER_ASYNC
+    ranks = dset.rank_list
+    if wait and _inline_ranks(ranks):
+        code, message = await _drive_inline(dset, algorithm(ranks[0]))
+        if code != E.DPU_OK:
+            raise DpuError(code, f"rank {ranks[0].index}: {message}")
+        return
+
+    def make(rank: Rank) -> Job:
+        buffers = per_rank.get(rank.index, {})
+        job = Job(
+            rank,
+            jt,
+            info={"fifo": link.name, "dpus": len(buffers), "flags": flags},
+        )
+
+        def body(j: Job) -> None:
+            def done(proc: Process, exc: BaseException | None) -> None:
+                if exc is not None:
+                    rank.kernel.crashed = exc
+                    return
+                code, message = outcome
+                if message:
+                    j.info["error"] = message
+                rank.finish(j, code)
+
+            outcome: tuple[DpuErrorCode, str] = (E.DPU_OK, "")
+
+            async def run() -> None:
+                nonlocal outcome
+                outcome = await algorithm(rank)
+
+            rank.kernel.spawn(
+                run(), actor=rank.actor, name=f"{jt.name} on rank {rank.index}", on_exit=done
+            )
+            return None
+
+        job.body = body
+        return job
+
+    await _submit(dset, make, wait=wait, parallel=True)
+
+
+async def _drive_inline(
+    dset: DpuSetBase, coro: Coroutine[Any, Any, tuple[DpuErrorCode, str]]
+) -> tuple[DpuErrorCode, str]:
+    """Run a push/flush algorithm from a blocking callback on its own rank (spec §3.4)."""
+    emu = dset.emulator
+    value: Any = None
+    while True:
+        try:
+            cmd: Command = coro.send(value)
+        except StopIteration as stop:
+            result: tuple[DpuErrorCode, str] = stop.value
+            return result
+        assert isinstance(cmd, Delay)
+        await emu.delay(cmd.ps, "an inline FIFO transfer")
+
+
+def _u32(d: Dpu, addr: int) -> int:
+    return int(d.wram[addr : addr + 4].view(np.uint32)[0])
+
+
+def _u64(d: Dpu, addr: int) -> int:
+    return int(d.wram[addr : addr + 8].view(np.uint64)[0])
+
+
+def _set_u64(d: Dpu, addr: int, value: int) -> None:
+    d.wram[addr : addr + 8].view(np.uint64)[0] = value & _MASK64
+    d.wram_written(addr, 8)
+
+
+def _is_full(rd: int, wr: int, mask: int) -> bool:
+    return (rd & mask) == (wr & mask) and rd != wr
+
+
+async def _push_input(
+    link: FifoLink, rank: Rank, dpus: list[Dpu], buffers: dict[int, Bytes]
+) -> tuple[DpuErrorCode, str]:
+    """``dpu_copy_to_wram_fifo``: one element per DPU, retried while some DPUs are full."""
+    rf = link.rank_fifo(rank)
+    mask, size = link.capacity - 1, link.data_size
+    s, data = link.struct.offset, link.data.offset
+    rec = rank.emulator.recorder
+    todo = [d for d in dpus if d.index in buffers]
+    first, retry, n_retries = True, False, 0
+    while True:
+        await Delay(timing.parallel_wram_access_ps(16 * len(dpus)))
+        ptrs = {d.index: (_u64(d, s + _READ_PTR), _u64(d, s + _WRITE_PTR)) for d in dpus}
+        for idx, (rd, wr) in ptrs.items():
+            rf.ptrs[idx] = (rd, wr)
+        if first:
+            first = False
+            none_full = not any(_is_full(rd, wr, mask) for rd, wr in ptrs.values())
+            if none_full and len({wr & mask for _, wr in ptrs.values()}) == 1:
+                await _fast_push(link, dpus, buffers, ptrs)
+                if rec is not None:
+                    rec.add("fifo_push", rank=rank.index, fifo=link.name, dpus=len(todo), retries=0)
+                return E.DPU_OK, ""
+        full: list[Dpu] = []
+        pushed: list[Dpu] = []
+        for d in todo:
+            rd, wr = ptrs[d.index]
+            if _is_full(rd, wr, mask):
+                retry = True
+                full.append(d)
+                continue
+            slot = data + (wr & mask) * size
+            await Delay(timing.parallel_wram_access_ps(size))
+            d.wram[slot : slot + size] = buffers[d.index][:size]
+            d.wram_written(slot, size)
+            await Delay(timing.parallel_wram_access_ps(8))
+            _set_u64(d, s + _WRITE_PTR, wr + 1)
+            rf.ptrs[d.index] = (rd, wr + 1)
+            pushed.append(d)
+        todo = full
+        if retry:  # sticky once set (QUIRK reproduced, spec §4.3 step 4)
+            n_retries += 1
+            if rec is not None:
+                rec.add(
+                    "fifo_retry", rank=rank.index, fifo=link.name, retry=n_retries, full=len(full)
+                )
+            await Delay(rf.time_for_retry_us * timing.PS_PER_US)
+            if n_retries > rf.max_retries:
+                if rec is not None:
+                    rec.add(
+                        "fifo_full", rank=rank.index, fifo=link.name, dpus=[d.index for d in full]
+                    )
+                return E.DPU_ERR_WRAM_FIFO_FULL, (
+                    f"input FIFO {link.name!r} still full on DPU(s) "
+                    f"{', '.join(d.name for d in full) or '(none: pushed on the last pass)'} "
+                    f"after {rf.max_retries} retries of {rf.time_for_retry_us} µs; drain the "
+                    "DPUs' output FIFOs faster or raise the retry limits"
+                )
+        if not todo:
+            if rec is not None:
+                rec.add(
+                    "fifo_push",
+                    rank=rank.index,
+                    fifo=link.name,
+                    dpus=len(buffers),
+                    retries=n_retries,
+                )
+            return E.DPU_OK, ""
+
+
+async def _fast_push(
+    link: FifoLink, dpus: list[Dpu], buffers: dict[int, Bytes], ptrs: dict[int, tuple[int, int]]
+) -> None:
+    """First pass with room everywhere and aligned pointers: one rank-wide write + broadcast."""
+    size, s = link.data_size, link.struct.offset
+    wr0 = ptrs[dpus[0].index][1]
+    slot = link.data.offset + (wr0 & (link.capacity - 1)) * size
+    await Delay(timing.parallel_wram_access_ps(size * len(buffers)))
+    for d in dpus:
+        buf = buffers.get(d.index)
+        if buf is not None:
+            d.wram[slot : slot + size] = buf[:size]
+            d.wram_written(slot, size)
+    await Delay(timing.parallel_wram_access_ps(8 * len(dpus)))
+    missing = [d.name for d in dpus if d.index not in buffers]
+    if missing:
+        warnings.warn(
+            f"input FIFO {link.name!r}: DPU(s) {', '.join(missing[:8])} had no prepared buffer "
+            "but the SDK's rank-wide push still advances their write pointer (garbage element)",
+            DpuQuirkWarning,
+            stacklevel=1,
+        )
+    rf = link.rank_fifo(dpus[0].rank)
+    for d in dpus:
+        _set_u64(d, s + _WRITE_PTR, wr0 + 1)
+        rf.ptrs[d.index] = (ptrs[d.index][0], wr0 + 1)
+
+
+async def _flush_output(
+    link: FifoLink, rank: Rank, dpus: list[Dpu], buffers: dict[int, Bytes]
+) -> tuple[DpuErrorCode, str]:
+    """``dpu_copy_from_wram_fifo``: copy every ring, then ``read_ptr := write_ptr``."""
+    rf = link.rank_fifo(rank)
+    s, ring = link.struct.offset, link.ring_bytes
+    await Delay(timing.parallel_wram_access_ps(16 * len(dpus)))
+    ptrs = {d.index: (_u64(d, s + _READ_PTR), _u64(d, s + _WRITE_PTR)) for d in dpus}
+    for idx, pair in ptrs.items():
+        rf.ptrs[idx] = pair
+    fills = {idx: (wr - rd) & _MASK64 for idx, (rd, wr) in ptrs.items()}
+    if max(fills.values(), default=0) > 0:
+        await Delay(timing.parallel_wram_access_ps(ring * len(buffers)))
+        data = link.data.offset
+        for d in dpus:
+            buf = buffers.get(d.index)
+            if buf is not None:
+                buf[:ring] = d.wram[data : data + ring]
+        await Delay(timing.parallel_wram_access_ps(8 * len(dpus)))
+        lost = [d.name for d in dpus if d.index not in buffers and fills[d.index]]
+        if lost:
+            warnings.warn(
+                f"output FIFO {link.name!r}: DPU(s) {', '.join(lost[:8])} had no prepared buffer; "
+                "the SDK's flush empties their FIFO anyway and their elements are lost",
+                DpuQuirkWarning,
+                stacklevel=1,
+            )
+        for d in dpus:
+            _set_u64(d, s + _READ_PTR, ptrs[d.index][1])
+    rec = rank.emulator.recorder
+    if rec is not None:
+        rec.add("fifo_flush", rank=rank.index, fifo=link.name, elements=sum(fills.values()))
+    return E.DPU_OK, ""

@@ -1,0 +1,159 @@
+"""Pythonic WRAM FIFO links: push NumPy elements, drain results, stream them asynchronously."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .. import timing
+from .._core import _fifo, _ops
+from .._core._errors import DpuError, DpuErrorCode
+
+if TYPE_CHECKING:
+    from ._dpuset import DpuSet
+
+
+class _FifoBase:
+    def __init__(self, dpus: DpuSet, link: _fifo.FifoLink, dtype: npt.DTypeLike) -> None:
+        self.dpus = dpus
+        self.link = link
+        self.dtype = np.dtype(dtype)
+        if link.data_size % self.dtype.itemsize:
+            raise ValueError(
+                f"FIFO {link.name!r} elements are {link.data_size} bytes, not a whole number of "
+                f"{self.dtype} items"
+            )
+
+    @property
+    def items_per_element(self) -> int:
+        """How many ``dtype`` items one FIFO element holds."""
+        return self.link.data_size // self.dtype.itemsize
+
+    @property
+    def capacity(self) -> int:
+        """Elements per DPU FIFO."""
+        return self.link.capacity
+
+    def sizes(self) -> list[int]:
+        """Per DPU, ``get_fifo_size`` as captured by the last push/drain."""
+        return [_fifo.fifo_size(self.link, d) for d in self.dpus.dpu_list]
+
+    def free(self) -> None:
+        """``dpu_fifo_link_free``."""
+        _fifo.link_free(self.link)
+
+
+class InputFifo(_FifoBase):
+    """A link to an input FIFO of every DPU of a set (``dpu_link_input_fifo``)."""
+
+    @property
+    def max_retries(self) -> int:
+        """Push retries before ``DPU_ERR_WRAM_FIFO_FULL`` (per rank; 1000 by default)."""
+        return self.link.rank_fifo(self.dpus.rank_list[0]).max_retries
+
+    @max_retries.setter
+    def max_retries(self, value: int) -> None:
+        _fifo.set_push_max_retries(self.link, self.dpus, value)
+
+    @property
+    def time_for_retry_us(self) -> int:
+        """Microseconds between two push attempts (10 by default)."""
+        return self.link.rank_fifo(self.dpus.rank_list[0]).time_for_retry_us
+
+    @time_for_retry_us.setter
+    def time_for_retry_us(self, value: int) -> None:
+        _fifo.set_time_for_push_retries(self.link, self.dpus, value)
+
+    async def push(self, elements: Any, *, wait: bool = True) -> None:
+        """Push one element to every DPU: a single element (same for all) or one per DPU.
+
+        An element is ``items_per_element`` items of the link's dtype (or ``data_size`` bytes).
+        A DPU whose element is ``None`` (in a list) gets nothing. Raises ``DpuError`` with
+        ``DPU_ERR_WRAM_FIFO_FULL`` when some DPUs stay full; those that had room keep theirs.
+        """
+        link, n = self.link, len(self.dpus)
+        per_dpu = self._split(elements, n)
+        if per_dpu is None:
+            _fifo.fifo_prepare_xfer(self.dpus, link, self._element(elements))
+        else:
+            for one, element in zip(self.dpus.iter_dpus(), per_dpu, strict=True):
+                buf = None if element is None else self._element(element)
+                _fifo.fifo_prepare_xfer(one, link, buf)
+        flags = 0 if wait else _ops.DPU_XFER_ASYNC
+        await _fifo.fifo_push_xfer(self.dpus, link, flags)
+
+    def _element(self, element: Any) -> np.ndarray:
+        arr = np.ascontiguousarray(element, dtype=self.dtype).reshape(-1)
+        if arr.nbytes != self.link.data_size:
+            raise DpuError(
+                DpuErrorCode.DPU_ERR_INVALID_MEMORY_TRANSFER,
+                f"an element of FIFO {self.link.name!r} is {self.items_per_element} "
+                f"{self.dtype} item(s); got {arr.size}",
+            )
+        return arr
+
+    def _split(self, elements: Any, n: int) -> list[Any] | None:
+        if isinstance(elements, list | tuple):
+            if len(elements) != n:
+                raise DpuError(
+                    DpuErrorCode.DPU_ERR_INVALID_MEMORY_TRANSFER,
+                    f"{len(elements)} elements for {n} DPUs; give one per DPU (None skips one)",
+                )
+            return list(elements)
+        arr = np.asarray(elements, dtype=self.dtype)
+        if arr.size == self.items_per_element:
+            return None
+        if arr.size == n * self.items_per_element:
+            return list(arr.reshape(n, self.items_per_element))
+        raise DpuError(
+            DpuErrorCode.DPU_ERR_INVALID_MEMORY_TRANSFER,
+            f"give one element ({self.items_per_element} {self.dtype} items) or one per DPU "
+            f"({n} x {self.items_per_element}); got {arr.size} items",
+        )
+
+
+class OutputFifo(_FifoBase):
+    """A link to an output FIFO of every DPU of a set (``dpu_link_output_fifo``)."""
+
+    def __init__(self, dpus: DpuSet, link: _fifo.FifoLink, dtype: npt.DTypeLike) -> None:
+        super().__init__(dpus, link, dtype)
+        self._rings = np.zeros((len(dpus), link.ring_bytes), dtype=np.uint8)
+
+    async def drain(self) -> list[np.ndarray]:
+        """Empty every DPU's FIFO: per DPU, an array ``(k, items_per_element)``, oldest first."""
+        for one, ring in zip(self.dpus.iter_dpus(), self._rings, strict=True):
+            _fifo.fifo_prepare_xfer(one, self.link, ring)
+        await _fifo.fifo_push_xfer(self.dpus, self.link, _ops.DPU_XFER_DEFAULT)
+        return self._collect()
+
+    def _collect(self) -> list[np.ndarray]:
+        out: list[np.ndarray] = []
+        for d, ring in zip(self.dpus.dpu_list, self._rings, strict=True):
+            k = _fifo.fifo_size(self.link, d)
+            if k:
+                rows = [_fifo.fifo_elem(self.link, d, ring, i) for i in range(k)]
+                out.append(np.stack(rows).view(self.dtype).reshape(k, -1).copy())
+            else:
+                out.append(np.zeros((0, self.items_per_element), dtype=self.dtype))
+        return out
+
+    async def stream(self, *, poll_us: float = 10.0) -> AsyncIterator[tuple[int, np.ndarray]]:
+        """Drain until the DPUs have stopped and nothing is left: ``(dpu_index, element)``.
+
+        Waits ``poll_us`` of virtual time between drains that brought nothing.
+        """
+        emu = self.dpus.emulator
+        while True:
+            stopped = not any(r.dpus_running for r in self.dpus.rank_list)
+            got = False
+            for i, elements in enumerate(await self.drain()):
+                for element in elements:
+                    got = True
+                    yield i, element
+            if not got:
+                if stopped:
+                    return
+                await emu.delay(round(poll_us * timing.PS_PER_US), "the next output FIFO drain")
