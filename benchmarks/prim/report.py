@@ -110,8 +110,18 @@ def report(points: list[Point]) -> tuple[list[str], int, int, float]:
             within += 1
         if abs(math.log(ratio)) > abs(math.log(worst)):
             worst = ratio
-    lines += ["", "[R] points: attributed to the PrIM paper, not verified (not counted)", header]
+    lines += [
+        "note: the [D] rows restate alpha/beta and the 6/7-instruction ADD loops the model is",
+        "built from; the [V] hardware logs and the [S] shape rows are what test it.",
+        "",
+        "[R] points: attributed to the PrIM paper, not verified (not counted)",
+        header,
+    ]
     lines += [_row(p, emulated(p.key))[0] for p in others]
+    lines += [
+        "note: the MUL/DIV loop costs and the WRAM COPY/ADD costs are derived from these [R]",
+        "figures (aiopim/timing.py), so those ratios only check the derivation.",
+    ]
     return lines, within, len(counted), worst
 
 
