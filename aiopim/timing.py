@@ -28,6 +28,72 @@ DMA_READ_ALPHA_CYCLES = 77
 DMA_WRITE_ALPHA_CYCLES = 61
 #: Cycles per byte of a DMA transfer (2 B/cycle peak). [S] PrIM §3.2
 DMA_BETA_CYCLES_PER_BYTE = 0.5
+# The issuing tasklet is not charged instructions for a DMA: the address arithmetic and the
+# ``ldma``/``sdma`` instruction are inside alpha, which PrIM fitted from one tasklet timing
+# ``mram_read`` alone (timing-model.md §1e); charging them again would count them twice.
+
+# --- Instruction costs of compiled kernel code ----------------------------------------------
+# Instructions UPMEM's compiler emits per element of the inner loops of PrIM's
+# microbenchmarks (one load, the operation, one store, pointer and loop control). Each cost is
+# derived ONCE, from the ISA or from one published saturated figure; the curves over tasklet
+# counts, DMA sizes and kernels emerge from the pipeline and DMA models. Throughput at
+# saturation is f / cost, so the derivations below read "350 MHz / MOPS" (PrIM ran at 350 MHz,
+# timing-model.md §1a). Multiplication and division have no hardware instruction: the runtime
+# calls a ``mul_step``/``div_step`` routine whose length depends on the operands (§1c, §0 #8);
+# the constants are PrIM's averages over its data (``rand()`` inputs).
+
+#: ``x[i] += s`` on 32-bit integers (lw, add, sw, pointer add, compare, branch). [S] PrIM "6 vs
+#: 7 instructions"; [V] PrIM hardware log profile/ADD_INT32_tl1.txt (CMU-SAFARI/prim-benchmarks
+#: Microbenchmarks/Arithmetic-Throughput): 6.929e7 cycles for 2^20 elements on one tasklet
+#: = 6.008 instructions x 11 cycles per element.
+LOOP_ADD_INT32_INSTRUCTIONS = 6
+#: The same on 64-bit integers (add + addc). [S] PrIM; [V] profile/ADD_INT64_tl1.txt: 8.080e7
+#: cycles / (2^20 x 11) = 7.005.
+LOOP_ADD_INT64_INSTRUCTIONS = 7
+#: Subtraction compiles like addition (sub / subc). [S] "INT32 ADD/SUB"; [R] SUB ~ ADD.
+LOOP_SUB_INT32_INSTRUCTIONS = LOOP_ADD_INT32_INSTRUCTIONS
+LOOP_SUB_INT64_INSTRUCTIONS = LOOP_ADD_INT64_INSTRUCTIONS
+#: ``x[i] *= s``, 32-bit, through the ``mul_step`` routine. [D] from [R] PrIM Fig. 4:
+#: 350 / 10.27 MOPS = 34.1.
+LOOP_MUL_INT32_INSTRUCTIONS = 34
+#: ``x[i] /= s``, 32-bit, through the ``div_step`` routine. [D] from [R] 350 / 11.27 = 31.1.
+LOOP_DIV_INT32_INSTRUCTIONS = 31
+#: 64-bit multiplication, emulated in software. [D] from [R] 350 / 2.56 = 136.7.
+LOOP_MUL_INT64_INSTRUCTIONS = 137
+#: 64-bit division, emulated in software. [D] from [R] 350 / 1.40 = 250.
+LOOP_DIV_INT64_INSTRUCTIONS = 250
+
+#: Instructions per element of each ``(op, element type)`` loop above (uint* cost as int*).
+ARITHMETIC_LOOP_INSTRUCTIONS: dict[tuple[str, str], int] = {
+    ("add", "int32"): LOOP_ADD_INT32_INSTRUCTIONS,
+    ("sub", "int32"): LOOP_SUB_INT32_INSTRUCTIONS,
+    ("mul", "int32"): LOOP_MUL_INT32_INSTRUCTIONS,
+    ("div", "int32"): LOOP_DIV_INT32_INSTRUCTIONS,
+    ("add", "int64"): LOOP_ADD_INT64_INSTRUCTIONS,
+    ("sub", "int64"): LOOP_SUB_INT64_INSTRUCTIONS,
+    ("mul", "int64"): LOOP_MUL_INT64_INSTRUCTIONS,
+    ("div", "int64"): LOOP_DIV_INT64_INSTRUCTIONS,
+}
+
+#: A 64-bit multiplication alone: the MUL loop minus the ADD loop plus the two instructions
+#: (add, addc) the call replaces. [D] 137 - 7 + 2
+MUL_INT64_CALL_INSTRUCTIONS = LOOP_MUL_INT64_INSTRUCTIONS - LOOP_ADD_INT64_INSTRUCTIONS + 2
+#: STREAM COPY inner loop ``b[i] = a[i]`` on uint64 in WRAM (ld, sd, unrolled loop control),
+#: per element. [D] from [R] PrIM Fig. 5 WRAM COPY 1,682 MB/s: 16 B x 350 MHz / 1682 = 3.33
+STREAM_COPY_INSTRUCTIONS = 10 / 3
+#: STREAM ADD ``c[i] = a[i] + b[i]`` on uint64 (ld, ld, add, addc, sd, loop control).
+#: [D] from [R] PrIM Fig. 5 WRAM ADD 1,770 MB/s: 24 B x 350 / 1770 = 4.75
+STREAM_ADD_INSTRUCTIONS = 4.75
+#: STREAM SCALE ``b[i] = s * a[i]``: the COPY loop plus one 64-bit multiplication. [D]
+STREAM_SCALE_INSTRUCTIONS = STREAM_COPY_INSTRUCTIONS + MUL_INT64_CALL_INSTRUCTIONS
+#: STREAM TRIAD ``c[i] = a[i] + s * b[i]``: the ADD loop plus one 64-bit multiplication. [D]
+STREAM_TRIAD_INSTRUCTIONS = STREAM_ADD_INSTRUCTIONS + MUL_INT64_CALL_INSTRUCTIONS
+
+
+def loop_instructions(per_element: float, elements: int) -> int:
+    """Instructions of a loop over ``elements`` costing ``per_element`` each (rounded)."""
+    return round(per_element * elements)
+
 
 # --- Host <-> DPU transfers (timing-model.md §1f) -----------------------------------------------
 #: CPU->DPU bandwidth of one DPU, serial transfer, bytes/s. [S] PrIM Fig. 9 (0.33 GB/s)
