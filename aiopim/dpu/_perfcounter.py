@@ -24,7 +24,7 @@ PERFCOUNTER_IMPRECISION_BITS = 4
 
 @dataclass
 class _Counter:
-    mode: int
+    mode: int  # COUNT_CYCLES, COUNT_INSTRUCTIONS or COUNT_ENABLE_BOTH
     cycles_origin_ps: int
     instructions_origin: int
     frozen_cycles: int | None = None
@@ -88,8 +88,10 @@ class PerfcounterMixin(TaskletBase):
         previous = self._value(c)
         cycles, instructions = self._raw(c)
         now, issued = self.dpu.kernel.now, self.dpu.pipeline.instructions
-        mode = c.mode if config == COUNT_SAME else config
-        stop = mode in (COUNT_NOTHING, COUNT_DISABLE_BOTH)
+        stop = config in (COUNT_NOTHING, COUNT_DISABLE_BOTH) or (
+            config == COUNT_SAME and c.frozen_cycles is not None
+        )
+        mode = c.mode if config in (COUNT_SAME, COUNT_NOTHING, COUNT_DISABLE_BOTH) else config
         if reset_value:
             cycles = instructions = 0
         new = _Counter(mode, now, issued)
