@@ -168,9 +168,7 @@ def test_printf_log_read_over_boots(backend: str) -> None:
 
     out = run_dpu(prog, launches=2, log=True, backend=backend)
     # the write pointer is reset at each boot: only the last boot's messages remain
-    assert out.log == (
-        "=== DPU#0x0 ===\ntasklet 0 of 2 says hi\ntasklet 1 of 2 says hi\n"
-    )
+    assert out.log == ("=== DPU#0x0 ===\ntasklet 0 of 2 says hi\ntasklet 1 of 2 says hi\n")
     # the bytes are really in MRAM, where the SDK's reader finds them
     buf = prog.address_of("__stdout_buffer") & ~0x08000000
     assert out.dpu.mram.read(buf, 8).tobytes() == b"%s%d%s%d"

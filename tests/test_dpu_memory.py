@@ -207,7 +207,7 @@ def test_buddy_blocks_merge_and_realloc_keeps_contents() -> None:
     }
 
 
-# --- direct DMA, exact times -------------------------------------------------------------------------
+# --- direct DMA, exact times ---------------------------------------------------------------
 def test_dma_sequence_virtual_time_one_tasklet() -> None:
     prog = aiopim.Program("dma", nr_tasklets=1)
     m = prog.mram("m", np.uint8, 4096)
@@ -241,7 +241,7 @@ def test_dma_latencies_overlap_between_tasklets_bandwidth_does_not() -> None:
     assert done == {0: round((alpha + beta) * CYCLE_PS), 1: round((alpha + 2 * beta) * CYCLE_PS)}
 
 
-# --- unaligned access ------------------------------------------------------------------------------
+# --- unaligned access ------------------------------------------------------------------------
 @pytest.mark.parametrize(("offset", "size"), [(0, 5), (3, 2), (3, 21), (6, 100), (8, 16), (1, 7)])
 def test_mram_unaligned_read_and_write(offset: int, size: int) -> None:
     prog = aiopim.Program("unaligned", nr_tasklets=1)
@@ -259,7 +259,10 @@ def test_mram_unaligned_read_and_write(offset: int, size: int) -> None:
 
     out = run_dpu(prog)
     data = np.arange(256) % 251
-    assert host_array(out, prog, "got")[:size].tolist() == data[100 + offset : 100 + offset + size].tolist()
+    assert (
+        host_array(out, prog, "got")[:size].tolist()
+        == data[100 + offset : 100 + offset + size].tolist()
+    )
     expect = data.copy()
     expect[offset : offset + size] = 200 + np.arange(size) % 50
     base = prog.address_of(m) & ~0x08000000
@@ -323,7 +326,9 @@ def test_seqread_sum_and_dma_count(cache: int) -> None:
     assert g[0] == int(data[3:].sum())
     assert g[1] == n and g[2] == 0 and g[3] == data[10]
     pages = (prog.address_of(m) + n) // cache - prog.address_of(m) // cache  # page changes
-    seek_reload = 1 if (prog.address_of(m) + 10) // cache != (prog.address_of(m) + n) // cache else 0
+    seek_reload = (
+        1 if (prog.address_of(m) + 10) // cache != (prog.address_of(m) + n) // cache else 0
+    )
     assert out.dpu.dma.requests == 1 + pages + seek_reload
     assert out.dpu.dma.bytes == 2 * cache * out.dpu.dma.requests
 

@@ -208,28 +208,33 @@ def test_semaphore_count_persists_across_boots() -> None:
 
 # --- handshakes -------------------------------------------------------------------------------
 
-def test_handshake_waiter_first_and_notifier_first() -> None:
+
+def _rendezvous(notify_delay: int, wait_delay: int) -> dict[str, int]:
+    prog = aiopim.Program("hs", nr_tasklets=2)
+    log: dict[str, int] = {}
+
+    @prog.main
+    async def main(t: aiopim.Tasklet) -> None:
+        if t.me() == 0:
+            t.compute(notify_delay)
+            await t.handshake_notify()
+            log["notifier"] = t.dpu.kernel.now - t.dpu.boot_time
+        else:
+            t.compute(wait_delay)
+            rc = await t.handshake_wait_for(0)
+            log[f"waiter rc={rc}"] = t.dpu.kernel.now - t.dpu.boot_time
+
+    run_dpu(prog)
+    return log
+
+
+@pytest.mark.parametrize(("notify_delay", "wait_delay"), [(500, 100), (100, 500)])
+def test_handshake_waiter_first_and_notifier_first(notify_delay: int, wait_delay: int) -> None:
     cyc = timing.REVOLVER_CYCLES * 2500  # ps per instruction of one tasklet (v1B)
-    for notify_delay, wait_delay in [(500, 100), (100, 500)]:
-        prog = aiopim.Program("hs", nr_tasklets=2)
-        log: list[tuple[str, int]] = []
-
-        @prog.main
-        async def main(t: aiopim.Tasklet) -> None:
-            if t.me() == 0:
-                t.compute(notify_delay)
-                await t.handshake_notify()
-                log.append(("notifier", t.dpu.kernel.now - t.dpu.boot_time))
-            else:
-                t.compute(wait_delay)
-                rc = await t.handshake_wait_for(0)
-                log.append((f"waiter rc={rc}", t.dpu.kernel.now - t.dpu.boot_time))
-
-        run_dpu(prog)
-        meet = max(notify_delay, wait_delay) + timing.HANDSHAKE_INSTRUCTIONS
-        times = dict(log)
-        # both leave at the rendez-vous: the later arrival's time
-        assert times["notifier"] == times["waiter rc=0"] == meet * cyc
+    times = _rendezvous(notify_delay, wait_delay)
+    meet = max(notify_delay, wait_delay) + timing.HANDSHAKE_INSTRUCTIONS
+    # both leave at the rendez-vous: the later arrival's time
+    assert times == {"notifier": meet * cyc, "waiter rc=0": meet * cyc}
 
 
 def test_handshake_second_waiter_gets_ealready() -> None:
