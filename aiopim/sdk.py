@@ -264,7 +264,7 @@ async def dpu_callback(
 
 def dpu_log_read(dpu_set: DpuSet, stream: TextIO | None = None) -> None:
     """Print a single DPU's log (header ``=== DPU#0x... ===``) to ``stream`` (stdout)."""
-    (stream or sys.stdout).write(_ops.log_read(dpu_set))
+    _ops.log_read(dpu_set, stream or sys.stdout)
 
 
 __all__ = [name for name in dir() if name.startswith(("dpu_", "DPU_", "MAX_", "get_fifo"))] + [

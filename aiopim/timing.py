@@ -238,3 +238,69 @@ def dma_cycles(size: int, *, write: bool) -> tuple[float, float]:
     busy = DMA_BETA_CYCLES_PER_BYTE * size
     alpha = DMA_WRITE_ALPHA_CYCLES if write else DMA_READ_ALPHA_CYCLES
     return busy, alpha + busy
+
+
+# --- DPU runtime library calls (aiopim.dpu) ----------------------------------------------------
+# Instructions a tasklet issues inside a runtime call, charged through the pipeline like
+# ``Tasklet.compute``. No hardware measurement of these calls is published; [D] figures count
+# the instructions of the runtime's source path (UPMEM dpu-rt ``syslib``/``stdlib``, SDK
+# 2025.1.0), including call and return; [A] figures are aiopim estimates of the same kind for
+# functions whose source was not read. A spinning wait (a taken mutex, a set virtual-mutex bit)
+# is modelled as parking the tasklet, so the retries themselves are not charged.
+
+#: ``mutex_lock``: one ``acquire`` when the bit is free (inline). [D] mutex.h
+MUTEX_LOCK_INSTRUCTIONS = 1
+#: ``mutex_trylock``: ``acquire`` and the test of its result. [D] mutex.h
+MUTEX_TRYLOCK_INSTRUCTIONS = 2
+#: ``mutex_unlock``: one ``release`` (inline). [D] mutex.h
+MUTEX_UNLOCK_INSTRUCTIONS = 1
+#: ``mutex_pool_lock``/``_unlock``: mask the id, index the pool, then the mutex operation.
+#: [D] mutex_pool.h
+MUTEX_POOL_INSTRUCTIONS = 3
+#: ``vmutex_lock``: 6 address/mask instructions + acquire, lbu, or, sb, release, jeq. [D] vmutex.h
+VMUTEX_LOCK_INSTRUCTIONS = 12
+#: ``vmutex_unlock``: 7 address/mask instructions + acquire, lbu, and, sb, release. [D] vmutex.h
+VMUTEX_UNLOCK_INSTRUCTIONS = 12
+#: ``barrier_wait``: call, lock, decrement and test the count, wake or stop, unlock. [A]
+BARRIER_WAIT_INSTRUCTIONS = 14
+#: ``sem_take`` / ``sem_give``: call, lock, update the count, queue or wake, unlock. [A]
+SEM_TAKE_INSTRUCTIONS = 10
+SEM_GIVE_INSTRUCTIONS = 10
+#: ``handshake_notify`` / ``handshake_wait_for``: call, lock, test the slot, stop or wake. [A]
+HANDSHAKE_INSTRUCTIONS = 10
+#: ``mem_alloc``: call, acquire, align, add with carry, bound check, store, release, return.
+#: [D] alloc.c
+MEM_ALLOC_INSTRUCTIONS = 12
+#: ``mem_reset``: call, acquire, store, release, return. [D] alloc.c
+MEM_RESET_INSTRUCTIONS = 6
+#: ``fsb_alloc`` beyond its ``mem_alloc`` calls: set-up, plus linking each block. [A]
+FSB_ALLOC_INSTRUCTIONS = 10
+FSB_ALLOC_PER_BLOCK_INSTRUCTIONS = 3
+#: ``fsb_get`` / ``fsb_free``: call, lock, pop or push the free-list head, unlock. [A]
+FSB_GET_INSTRUCTIONS = 10
+FSB_FREE_INSTRUCTIONS = 10
+#: ``buddy_init`` / ``buddy_alloc`` / ``buddy_free`` (bitmap walk over the levels): fixed part
+#: and per level of the buddy tree visited. [A]
+BUDDY_CALL_INSTRUCTIONS = 20
+BUDDY_PER_LEVEL_INSTRUCTIONS = 8
+#: ``seqread_init`` / ``seqread_seek``: page arithmetic and the reader update. [A]
+SEQREAD_SEEK_INSTRUCTIONS = 12
+#: ``seqread_get``: add, compare with the page end, branch (inline fast path). [A]
+SEQREAD_GET_INSTRUCTIONS = 4
+#: ``seqread_tell``: subtract and add. [A]
+SEQREAD_TELL_INSTRUCTIONS = 3
+#: ``mram_read_unaligned`` / ``mram_write_unaligned`` address arithmetic (without their DMAs
+#: and virtual-mutex calls). [A] mram_unaligned.c
+MRAM_UNALIGNED_INSTRUCTIONS = 10
+#: Per byte merged into the 8-byte buffer of ``mram_write_unaligned``'s prolog/epilog. [A]
+MRAM_UNALIGNED_PER_BYTE_INSTRUCTIONS = 3
+#: An access to an ``__mram`` variable through the software cache: address and word
+#: arithmetic around the 8-byte ``ldma``/``sdma``. [A]
+SOFT_CACHE_ACCESS_INSTRUCTIONS = 4
+#: ``perfcounter_get`` (``time`` + shift) and ``perfcounter_config`` (``time_cfg`` + shift +
+#: mode checks). [D] perfcounter.c
+PERFCOUNTER_GET_INSTRUCTIONS = 4
+PERFCOUNTER_CONFIG_INSTRUCTIONS = 8
+#: ``printf``: open/close the print sequence (lock, state), plus per byte cached. [A] stdio.c
+PRINTF_INSTRUCTIONS = 30
+PRINTF_PER_BYTE_INSTRUCTIONS = 6

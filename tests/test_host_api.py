@@ -354,7 +354,7 @@ def test_dma_time_alpha_beta() -> None:
         return aiopim.now() - t0
 
     t = emu(ranks=1).run(host)
-    mem_alloc_cycles = 6 * 11  # mem_alloc charges 6 instructions
+    mem_alloc_cycles = timing.MEM_ALLOC_INSTRUCTIONS * timing.REVOLVER_CYCLES
     cycles = mem_alloc_cycles + (77 + 1024) + (61 + 512)
     expected = timing.LAUNCH_BOOT_LATENCY_PS + cycles * 2500 + timing.COMPLETION_POLL_LATENCY_PS
     assert round(t * 1e12) == expected

@@ -279,7 +279,6 @@ class Dpu:
         self.persistent: dict[str, Any] = {}
         #: runtime state reset at every boot (atomic bits, ...)
         self.boot_state: dict[str, Any] = {}
-        self.log: list[str] = []
         self.boot_time = 0
         self.last_run_ps = 0
         self.on_stop: Callable[[Dpu], None] | None = None
@@ -308,7 +307,6 @@ class Dpu:
         self.running = True
         self.fault = None
         self.boot_state = {}
-        self.log.clear()
         self.boot_time = self.kernel.now
         self.tasklets = []
         self._live = 0

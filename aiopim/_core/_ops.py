@@ -12,7 +12,7 @@ import contextvars
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import numpy as np
 
@@ -780,9 +780,18 @@ def _finish_single(job: Job, ranks: list[Rank], code: int, message: str) -> None
 # ================================================================================================
 # logs
 # ================================================================================================
-def log_read(dset: DpuSetBase) -> str:
-    """``dpu_log_read``: the header and the DPU's printf output (single DPU only)."""
+def log_read(dset: DpuSetBase, stream: TextIO | None = None) -> str:
+    """``dpu_log_read``: the header and the DPU's printf output, decoded from the program's
+    MRAM log buffer (single DPU only). With ``stream``, the header is written first, as the SDK
+    does, even when reading the buffer then fails (``DPU_ERR_LOG_*``)."""
+    from ..dpu._stdio import read_log
+
+    header = f"=== DPU#0x{dset.dpu_list[0].dpu_id if dset.dpu_list else 0:x} ===\n"
+    if stream is not None:
+        stream.write(header)
     if not dset.is_single_dpu:
         raise DpuError(E.DPU_ERR_INVALID_DPU_SET, "dpu_log_read needs a single-DPU set")
-    d = dset.dpu_list[0]
-    return f"=== DPU#0x{d.dpu_id:x} ===\n" + "".join(d.log)
+    text = read_log(dset.dpu_list[0])
+    if stream is not None:
+        stream.write(text)
+    return header + text

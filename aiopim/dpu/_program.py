@@ -24,6 +24,14 @@ from ._fifo import (
     FifoDecl,
     check_fifo_geometry,
 )
+from ._mram import DEFAULT_SEQREAD_CACHE_SIZE, SEQREAD_CACHE_SIZES
+from ._stdio import (
+    DEFAULT_STDOUT_BUFFER_SIZE,
+    STDOUT_BUFFER,
+    STDOUT_BUFFER_STATE,
+    StdioContext,
+)
+from ._sync import MutexPoolDecl, SemaphoreDecl, VMutexDecl
 
 if TYPE_CHECKING:
     from .._core._dpu import Dpu
@@ -94,7 +102,12 @@ class Program(DpuProgram):
         nr_tasklets: int = 1,
         stack_size: int | list[int] = DEFAULT_STACK_SIZE,
         chip: str | None = None,
+        stdio: bool = True,
+        stdout_buffer_size: int = DEFAULT_STDOUT_BUFFER_SIZE,
+        seqread_cache_size: int = DEFAULT_SEQREAD_CACHE_SIZE,
     ) -> None:
+        """``stdio``: link ``printf`` (its MRAM ``__stdout_buffer`` of ``stdout_buffer_size``
+        bytes and WRAM state); ``seqread_cache_size``: ``SEQREAD_CACHE_SIZE``."""
         if nr_tasklets < 1:
             raise ValueError("nr_tasklets must be at least 1")
         self.name = name
@@ -104,6 +117,13 @@ class Program(DpuProgram):
             raise ValueError("stack sizes must be positive multiples of 8, one per tasklet")
         self.stack_sizes = sizes
         self._chip = chip
+        if stdout_buffer_size < 8 or stdout_buffer_size % 8:
+            raise ValueError("stdout_buffer_size must be a positive multiple of 8")
+        if seqread_cache_size not in SEQREAD_CACHE_SIZES:
+            raise ValueError(f"seqread_cache_size must be one of {SEQREAD_CACHE_SIZES}")
+        self.stdio = stdio
+        self.stdout_buffer_size = stdout_buffer_size
+        self.seqread_cache_size = seqread_cache_size
         self._vars: dict[str, Var] = {}
         self._main: MainFn | None = None
         self._layout: dict[str, int] | None = None
@@ -181,6 +201,18 @@ class Program(DpuProgram):
         self._fifos.append(decl)
         return decl
 
+    def semaphore(self, name: str, count: int) -> SemaphoreDecl:
+        """``SEMAPHORE_INIT(name, count)``."""
+        return SemaphoreDecl(name, count)
+
+    def mutex_pool(self, name: str, nb_mutexes: int) -> MutexPoolDecl:
+        """``MUTEX_POOL_INIT(name, nb_mutexes)`` (a power of 2)."""
+        return MutexPoolDecl(name, nb_mutexes)
+
+    def vmutex(self, name: str, nb_vmutexes: int, nb_mutexes: int) -> VMutexDecl:
+        """``VMUTEX_INIT(name, nb_vmutexes, nb_mutexes)``."""
+        return VMutexDecl(name, nb_vmutexes, nb_mutexes)
+
     def main(self, fn: MainFn) -> MainFn:
         """Decorator: the entry point every tasklet runs."""
         self._main = fn
@@ -201,6 +233,9 @@ class Program(DpuProgram):
         layout: dict[str, int] = {}
         # WRAM, in the order of UPMEM's linker script (spec §5.3)
         addr = 8  # __sys_zero
+        if self.stdio:  # __lower_data: the printf state sits in the immediate area
+            layout[STDOUT_BUFFER_STATE] = addr
+            addr += 8
         for section in (".data", ".data.__sys_host"):
             for v in self._vars.values():
                 if v.section == section:
@@ -209,6 +244,7 @@ class Program(DpuProgram):
                     addr += v.size
         addr = _align(addr, 8)
         addr += sum(self.stack_sizes)
+        layout["__sw_cache_buffer"] = addr
         addr += 8 * self._nr_tasklets  # software cache
         self.heap_start = _align(addr, 8)
         # MRAM: .mram.noinit then .mram, then DPU_MRAM_HEAP_POINTER
@@ -219,6 +255,11 @@ class Program(DpuProgram):
                     maddr = _align(maddr, 8)
                     layout[v.name] = MRAM_BIT | maddr
                     maddr += v.size
+        if self.stdio:
+            # aiopim places the weak __stdout_buffer after the program's own MRAM variables
+            maddr = _align(maddr, 8)
+            layout[STDOUT_BUFFER] = MRAM_BIT | maddr
+            maddr += self.stdout_buffer_size
         maddr = _align(maddr, 8)
         if maddr > MRAM_SIZE:
             raise DpuError(
@@ -241,12 +282,25 @@ class Program(DpuProgram):
             for v in self._vars.values():
                 if v.section != ".data":  # only __host WRAM data is visible (spec §1.4)
                     syms[v.name] = Symbol(v.name, layout[v.name], v.size)
+            if self.stdio:
+                syms[STDOUT_BUFFER] = Symbol(
+                    STDOUT_BUFFER, layout[STDOUT_BUFFER], self.stdout_buffer_size
+                )
             heap = layout[DPU_MRAM_HEAP_POINTER_NAME]
             syms[DPU_MRAM_HEAP_POINTER_NAME] = Symbol(
                 DPU_MRAM_HEAP_POINTER_NAME, heap, MRAM_SIZE - (heap & ~MRAM_BIT)
             )
             self._symbols = syms
         return self._symbols
+
+    def stdio_context(self) -> StdioContext | None:
+        """Where ``printf`` writes (None without stdio)."""
+        if not self.stdio:
+            return None
+        layout = self._lay_out()
+        return StdioContext(
+            layout[STDOUT_BUFFER], self.stdout_buffer_size, layout[STDOUT_BUFFER_STATE]
+        )
 
     def images(self) -> list[MemoryImage]:
         layout = self._lay_out()

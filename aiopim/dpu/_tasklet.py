@@ -7,10 +7,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from .. import timing
 from .._core._dpu import ComputeCommand, DmaCommand, DpuFault
 from .._core._kernel import WaitQueue
 from .._core._program import MRAM_BIT
+from ._alloc import AllocMixin
 from ._fifo import FifoOps
+from ._mram import MramMixin
+from ._perfcounter import PerfcounterMixin
+from ._stdio import StdioMixin, reset_stdio
 
 if TYPE_CHECKING:
     from .._core._dpu import Dpu
@@ -21,7 +26,6 @@ FAULT_HEAP_FULL = 1
 FAULT_DIVISION_BY_ZERO = 2
 FAULT_ASSERT = 3
 FAULT_HALT = 4
-FAULT_PRINTF_OVERFLOW = 5
 
 
 class _Barrier:
@@ -53,12 +57,18 @@ class TaskletProgram(Protocol):
 
 
 def start_tasklets(dpu: Dpu, program: TaskletProgram, main: MainFn) -> None:
-    """Boot: spawn one :class:`Tasklet` running ``main`` per ``NR_TASKLETS``."""
+    """Boot: reset the printf state, spawn one :class:`Tasklet` running ``main`` per
+    ``NR_TASKLETS``."""
+    reset_stdio(dpu, program)
     for tid in range(program.nr_tasklets):
         dpu.spawn_tasklet(tid, Tasklet(dpu, program, tid)._run(main))
 
 
-class Tasklet(FifoOps):
+def _no_copy() -> None:
+    """Bytes already in place (a DMA whose effect a synchronous runtime call applied)."""
+
+
+class Tasklet(FifoOps, MramMixin, AllocMixin, StdioMixin, PerfcounterMixin):
     """The runtime of one tasklet, passed to the program's ``main``."""
 
     def __init__(self, dpu: Dpu, program: TaskletProgram, tasklet_id: int) -> None:
@@ -66,10 +76,14 @@ class Tasklet(FifoOps):
         self.program = program
         self._id = tasklet_id
         self._pending = 0
+        self._deferred_dma: list[int] = []
         self.wram = dpu.wram
 
     async def _run(self, main: MainFn) -> None:
-        await main(self)
+        try:
+            await main(self)
+        except ZeroDivisionError as exc:  # the runtime's division routines trap: fault 2
+            raise DpuFault(f"division by zero: {exc}", FAULT_DIVISION_BY_ZERO) from exc
         await self.flush()
 
     # -- identity ---------------------------------------
@@ -93,6 +107,8 @@ class Tasklet(FifoOps):
         if n:
             self._pending = 0
             await ComputeCommand(self.dpu.pipeline, n)
+        while self._deferred_dma:
+            await DmaCommand(self.dpu.dma, self._deferred_dma.pop(0), True, _no_copy)
 
     # -- WRAM ---------------------------------------
     def view(
@@ -118,18 +134,29 @@ class Tasklet(FifoOps):
         return self.wram[addr:end].view(dt)
 
     def mem_alloc(self, size: int) -> int:
-        """Allocate ``size`` bytes of WRAM heap (8-byte aligned); fault 1 when full."""
+        """``mem_alloc``: ``size`` bytes of WRAM heap at an 8-byte aligned address (the
+        pointer is aligned, then advanced by ``size``); size 0 returns the current pointer
+        unchanged; fault 1 when the end would reach the end of WRAM. Atomic (thread-safe)."""
         state = self.dpu.persistent
-        ptr = state.get("heap_pointer", self.program.heap_start)
-        new = ptr + ((size + 7) & ~7)
-        if new > len(self.wram):
-            raise DpuFault("heap full", FAULT_HEAP_FULL)
+        ptr = int(state.get("heap_pointer", self.program.heap_start))
+        self._pending += timing.MEM_ALLOC_INSTRUCTIONS
+        size = int(size)
+        if size == 0:
+            return ptr
+        ptr = (ptr + 7) & ~7
+        new = ptr + size
+        if size < 0 or new >= len(self.wram):  # alloc.c: fault unless new < end of WRAM
+            raise DpuFault(
+                f"heap full: mem_alloc({size}) at {ptr:#x} reaches the end of WRAM "
+                f"({len(self.wram):#x})",
+                FAULT_HEAP_FULL,
+            )
         state["heap_pointer"] = new
-        self._pending += 6
-        return int(ptr)
+        return ptr
 
     def mem_reset(self) -> int:
         """Reset the WRAM heap to its start; returns the start."""
+        self._pending += timing.MEM_RESET_INSTRUCTIONS
         self.dpu.persistent["heap_pointer"] = self.program.heap_start
         return self.program.heap_start
 
@@ -188,6 +215,7 @@ class Tasklet(FifoOps):
     # -- synchronisation ---------------------------------------
     async def barrier_wait(self, barrier: BarrierDecl) -> None:
         """``barrier_wait``: the last arrival resumes every waiter and resets the count."""
+        self._pending += timing.BARRIER_WAIT_INSTRUCTIONS
         await self.flush()
         state: dict[str, _Barrier] = self.dpu.persistent.setdefault("barriers", {})
         b = state.get(barrier.name)
@@ -210,14 +238,11 @@ class Tasklet(FifoOps):
 
     async def mutex_lock(self, m: MutexDecl) -> None:
         """``mutex_lock``: wait until the atomic bit is free, then take it."""
-        await self.flush()
-        mx = self._mutex(m)
-        while mx.locked:
-            await mx.queue
-        mx.locked = True
+        await self._hw_lock(m.name)
 
     def mutex_trylock(self, m: MutexDecl) -> bool:
         """``mutex_trylock``."""
+        self._pending += timing.MUTEX_TRYLOCK_INSTRUCTIONS
         mx = self._mutex(m)
         if mx.locked:
             return False
@@ -226,9 +251,7 @@ class Tasklet(FifoOps):
 
     def mutex_unlock(self, m: MutexDecl) -> None:
         """``mutex_unlock`` (no owner check, as in the SDK)."""
-        mx = self._mutex(m)
-        mx.locked = False
-        mx.queue.wake_one()
+        self._hw_unlock(m.name)
 
     # -- faults and logs ---------------------------------------
     def fault(self, code: int, reason: str = "software fault") -> None:
@@ -243,8 +266,3 @@ class Tasklet(FifoOps):
         """DPU ``assert``: fault 3 when ``condition`` is false."""
         if not condition:
             raise DpuFault(message, FAULT_ASSERT)
-
-    def printf(self, fmt: str, *args: Any) -> None:
-        """C-style ``printf`` into the DPU log read by ``dpu_log_read``."""
-        self.dpu.log.append(fmt % args if args else fmt)
-        self._pending += 20

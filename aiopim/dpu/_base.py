@@ -1,0 +1,57 @@
+"""The state every runtime mixin of :class:`~aiopim.dpu.Tasklet` works on."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from .._core._dpu import Dpu
+    from .._core._memory import Bytes
+    from ._program import Var
+    from ._tasklet import TaskletProgram
+
+
+class TaskletBase:
+    """Attributes and core operations shared by the runtime mixins (defined by ``Tasklet``)."""
+
+    if TYPE_CHECKING:
+        dpu: Dpu
+        program: TaskletProgram
+        wram: Bytes
+        _id: int
+        _pending: int
+        #: DMA writes (sizes) issued by synchronous runtime calls, charged at the next flush
+        _deferred_dma: list[int]
+
+        def me(self) -> int: ...
+
+        @property
+        def nr_tasklets(self) -> int: ...
+
+        async def flush(self) -> None: ...
+
+        def view(
+            self, where: Var | int, dtype: npt.DTypeLike = ..., count: int | None = None
+        ) -> np.ndarray[Any, Any]: ...
+
+        def mem_alloc(self, size: int) -> int: ...
+
+        async def mram_read(self, mram: int, wram: int, size: int) -> None: ...
+
+        async def mram_write(self, wram: int, mram: int, size: int) -> None: ...
+
+        def _mram_addr(self, where: Var | int) -> int: ...
+
+    @property
+    def errno(self) -> int:
+        """This tasklet's ``errno`` (the DPU keeps one per tasklet)."""
+        table: dict[int, int] = self.dpu.persistent.setdefault("errno", {})
+        return table.get(self._id, 0)
+
+    @errno.setter
+    def errno(self, value: int) -> None:
+        table: dict[int, int] = self.dpu.persistent.setdefault("errno", {})
+        table[self._id] = int(value)
