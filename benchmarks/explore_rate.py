@@ -115,7 +115,7 @@ def hypothesis_rate(backend: str, runs: int, repeat: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=200, help="schedules per workload")
+    parser.add_argument("--runs", type=int, default=150, help="schedules per workload")
     parser.add_argument("--repeat", type=int, default=3)
     opts = parser.parse_args(argv)
     runs, repeat = opts.runs, opts.repeat
