@@ -1,0 +1,80 @@
+"""pytest plugin (entry point ``pytest11``): aiopim fixtures on both anyio backends.
+
+Fixtures
+  ``aiopim_backend``  "asyncio" / "trio" (session scope, parametrised)
+  ``pim``             a :class:`~aiopim.testing.Pim` for that backend: every ``pim.run``
+                      builds a fresh machine and clock, so it is safe inside ``@given``
+  ``pim_emulator``    one fresh :class:`~aiopim.Emulator` for the test (marker ``pim_machine``)
+  ``pim_anyio_backend``  ``pim_emulator.anyio_backend(aiopim_backend)``: return it from your
+                      ``anyio_backend`` fixture to run ``@pytest.mark.anyio`` tests in virtual time
+  ``pim_trio_clock``  ``pim_emulator.trio_clock()``: request it in ``@pytest.mark.trio`` tests
+                      and pytest-trio runs them in virtual time
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from .._core._emulator import BACKENDS, Emulator
+from .._core._machine import MachineConfig
+from ._harness import DEFAULT_MACHINE, Pim, new_emulator
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "pim_machine(nr_ranks=4, nr_dpus_per_rank=8, chip='v1B', explore_seed=None): the "
+        "machine (and schedule) of the pim_emulator fixture",
+    )
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def aiopim_backend(request: pytest.FixtureRequest) -> str:
+    """Each anyio backend aiopim supports, in turn."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def pim(aiopim_backend: str) -> Pim:
+    """Runs host programs on fresh emulated machines on ``aiopim_backend``."""
+    return Pim(aiopim_backend)
+
+
+def _marker_machine(request: pytest.FixtureRequest) -> tuple[MachineConfig, int | None]:
+    marker = request.node.get_closest_marker("pim_machine")
+    if marker is None:
+        return DEFAULT_MACHINE, None
+    kwargs: dict[str, Any] = dict(marker.kwargs)
+    seed = kwargs.pop("explore_seed", None)
+    fields: dict[str, Any] = {
+        "nr_ranks": DEFAULT_MACHINE.nr_ranks,
+        "nr_dpus_per_rank": DEFAULT_MACHINE.nr_dpus_per_rank,
+        "chip": DEFAULT_MACHINE.chip,
+    }
+    unknown = set(kwargs) - set(fields)
+    if unknown:
+        raise pytest.UsageError(f"pim_machine: unknown argument(s) {sorted(unknown)}")
+    fields.update(kwargs)
+    return MachineConfig(**fields), seed
+
+
+@pytest.fixture
+def pim_emulator(request: pytest.FixtureRequest) -> Emulator:
+    """A fresh emulator for this test (configure it with ``@pytest.mark.pim_machine``)."""
+    machine, seed = _marker_machine(request)
+    return new_emulator(machine, explore_seed=seed)
+
+
+@pytest.fixture
+def pim_anyio_backend(pim_emulator: Emulator, aiopim_backend: str) -> tuple[str, dict[str, Any]]:
+    """``anyio_backend`` value running the test in ``pim_emulator``'s virtual time."""
+    return pim_emulator.anyio_backend(aiopim_backend)
+
+
+@pytest.fixture
+def pim_trio_clock(pim_emulator: Emulator) -> trio.abc.Clock:
+    """A trio clock that pytest-trio uses to run the test in ``pim_emulator``'s virtual time."""
+    return pim_emulator.trio_clock()

@@ -1,0 +1,140 @@
+"""Schedules explored per second: whole host programs re-run under successive explore seeds.
+
+One *schedule* is one complete run of a host program on a fresh emulator with
+``explore_seed=s`` (simultaneous events in a seeded random order), as a property test does for
+each Hypothesis example. Workloads:
+
+* ``racy_callback``: ``examples/racy_callback.py`` on 4 ranks x 8 DPUs (load, copy, launch,
+  async gather, callback, sync); the script also counts the distinct traces and the seeds
+  that expose its race;
+* ``vector_add``: ``examples/vector_add.py`` with 16 DPUs (2 ranks x 8) and 4,096 elements;
+* ``hypothesis``: a ``@given`` property over generated job sequences checked against
+  ``RankQueueModel`` (generation, run and model included), in examples per second.
+
+Rates are runs per wall second, best of N repeats. Last line:
+``explore schedules_per_s=<x>``: the racy_callback rate over both backends together.
+
+Usage: ``python benchmarks/explore_rate.py [--runs N] [--repeat N]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+
+import racy_callback
+import vector_add
+from hypothesis import HealthCheck, given, settings
+
+import aiopim
+from aiopim.testing import (
+    Op,
+    OpsLog,
+    Pim,
+    RankQueueModel,
+    explore_seeds,
+    ops_program,
+    run_ops,
+    scenarios,
+)
+
+BACKENDS = ("asyncio", "trio")
+
+
+def best_rate(runs: int, repeat: int, body: Callable[[int], Any]) -> float:
+    best = 0.0
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.perf_counter()
+        for i in range(runs):
+            body(i)
+        best = max(best, runs / (time.perf_counter() - t0))
+    return best
+
+
+def racy(backend: str, runs: int, repeat: int) -> tuple[float, int, int]:
+    machine = aiopim.MachineConfig(nr_ranks=4, nr_dpus_per_rank=8)
+    pim = Pim(backend, machine)
+    traces: set[str] = set()
+    wrong = 0
+
+    def once(seed: int) -> None:
+        nonlocal wrong
+        run = pim.execute(racy_callback.host, 4, 1, explore_seed=seed)
+        got, want = run.unwrap()
+        wrong += got != want
+        if len(traces) < runs:
+            traces.add(run.trace())
+
+    rate = best_rate(runs, repeat, once)
+    return rate, len(traces), wrong // repeat
+
+
+def vadd(backend: str, runs: int, repeat: int) -> float:
+    pim = Pim(backend, aiopim.MachineConfig(nr_ranks=2, nr_dpus_per_rank=8))
+
+    def once(seed: int) -> None:
+        assert pim.run(vector_add.host, 16, 4096, 7, explore_seed=seed)["correct"]
+
+    return best_rate(runs, repeat, once)
+
+
+async def ops_host(machine: aiopim.MachineConfig, ops: list[Op]) -> OpsLog:
+    dpus = await aiopim.DpuSet.alloc(nr_ranks=machine.nr_ranks)
+    await dpus.load(ops_program())
+    return await run_ops(dpus, ops)
+
+
+def hypothesis_rate(backend: str, runs: int, repeat: int) -> float:
+    pim = Pim(backend)
+
+    @settings(
+        max_examples=runs, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
+    @given(scenario=scenarios(), explore_seed=explore_seeds())
+    def prop(scenario: tuple[aiopim.MachineConfig, list[Op]], explore_seed: int | None) -> None:
+        machine, ops = scenario
+        run = pim.execute(ops_host, machine, ops, machine=machine, explore_seed=explore_seed)
+        RankQueueModel(machine).check(run.emulator, run.unwrap(), ops)
+
+    best = 0.0
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.perf_counter()
+        prop()
+        best = max(best, runs / (time.perf_counter() - t0))
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=150, help="schedules per workload")
+    parser.add_argument("--repeat", type=int, default=3)
+    opts = parser.parse_args(argv)
+    runs, repeat = opts.runs, opts.repeat
+    print(f"{'workload':<16}{'backend':<9}{'schedules/s':>12}  notes")
+    racy_rates = {}
+    for backend in BACKENDS:
+        rate, distinct, wrong = racy(backend, runs, repeat)
+        racy_rates[backend] = rate
+        note = f"{distinct} distinct traces, race exposed by {wrong} of {runs} seeds"
+        print(f"{'racy_callback':<16}{backend:<9}{rate:>12.1f}  {note}")
+    for backend in BACKENDS:
+        print(f"{'vector_add':<16}{backend:<9}{vadd(backend, runs // 2, repeat):>12.1f}")
+    for backend in BACKENDS:
+        rate = hypothesis_rate(backend, runs, 1)
+        print(f"{'hypothesis':<16}{backend:<9}{rate:>12.1f}  examples/s, model-checked")
+    pooled = 2 / sum(1 / r for r in racy_rates.values())  # same number of runs per backend
+    print(f"explore schedules_per_s={pooled:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
