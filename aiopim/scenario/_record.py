@@ -34,6 +34,7 @@ from .._core._program import DPU_MRAM_HEAP_POINTER_NAME, DpuProgram, MemorySpace
 from .._core._recorder import host_task_label
 from .._core._set import DpuSetBase
 from ..trace import Timeline, chrome_trace
+from ._replay import outside_event_loop
 
 _in_op: contextvars.ContextVar[bool] = contextvars.ContextVar("aiopim_rec_in_op", default=False)
 _in_callback: contextvars.ContextVar[bool] = contextvars.ContextVar(
@@ -393,6 +394,6 @@ def record(
     emu = Emulator(machine, seed=seed, record=True)
     log = OpRecorder(emu)
     emu.op_log = log
-    result = emu.run(main, *args, backend=backend)
+    result = outside_event_loop(lambda: emu.run(main, *args, backend=backend))
     emu.op_log = None
     return Recording(result, emu, log.scenario(name, description, emu.now_ps), name)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import numpy as np
@@ -21,6 +23,8 @@ from ._spec import ACTIONS, KERNELS, Scenario, ScenarioError, Step, TaskSpec
 #: actor of host sleeps: after every emulated event of the same instant (like an event-loop
 #: timer, which fires once the kernel has run everything due)
 HOST_SLEEP_ACTOR = 1 << 62
+
+T = TypeVar("T")
 
 #: progress callback: ``(steps done, steps in total, virtual ps)``
 Progress = Callable[[int, int, int], None]
@@ -173,6 +177,7 @@ def replay(
     emu = Emulator(scenario.machine, seed=seed, record=True)
     ctx = ReplayContext(scenario, emu, progress)
     failure: list[StepFailed] = []
+    broken: list[ScenarioError] = []
 
     async def run_task(task: TaskSpec, scope: anyio.CancelScope) -> None:
         host_task_label.set(task.label)
@@ -181,13 +186,24 @@ def replay(
         except StepFailed as exc:
             failure.append(exc)
             scope.cancel()
+        except ScenarioError as exc:
+            broken.append(exc)
+            scope.cancel()
 
     async def main() -> None:
+        k = emu.kernel
         async with anyio.create_task_group() as tg:
             for task in scenario.tasks:
                 tg.start_soon(run_task, task, tg.cancel_scope)
+                # the kernel runs only once every host task is blocked: the new task has run
+                # up to its first wait before the next one starts (the same on both backends)
+                w = k.new_waiter(f"task {task.name!r} to start", daemon=True)
+                k.call_soon(lambda w: w.resolve(), w)
+                await emu.bridge.wait(w)
 
-    emu.run(main, backend=backend)
+    outside_event_loop(lambda: emu.run(main, backend=backend))
+    if broken:
+        raise broken[0]
     result = Replay(scenario, emu, ctx.buffers)
     expect = scenario.expect
     if failure:
@@ -198,6 +214,29 @@ def replay(
     if check:
         check_expectations(result)
     return result
+
+
+def outside_event_loop(fn: Callable[[], T]) -> T:
+    """Call ``fn()``, in a helper thread if this thread already runs an event loop (Jupyter)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return fn()
+    box: list[Any] = []
+
+    def target() -> None:
+        try:
+            box.append((True, fn()))
+        except BaseException as exc:
+            box.append((False, exc))
+
+    thread = threading.Thread(target=target, name="aiopim replay")
+    thread.start()
+    thread.join()
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value  # type: ignore[no-any-return]
 
 
 def check_expectations(result: Replay) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Literal
 
@@ -49,9 +49,6 @@ Lanes = Literal["rank", "dpu"]
 
 def _pyplot() -> ModuleType:
     try:
-        import matplotlib
-
-        matplotlib.use("Agg", force=False)
         import matplotlib.pyplot as plt
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("Gantt plots need matplotlib: pip install 'aiopim[plot]'") from exc
@@ -86,11 +83,12 @@ def gantt(
     *,
     lanes: Lanes = "rank",
     title: str | None = None,
-    legend: bool = True,
+    legend: bool | Iterable[str] = True,
 ) -> Axes:
     """Draw ``tl`` as horizontal bars: host lanes on top, then each rank (jobs, DPUs).
 
-    ``lanes="dpu"`` draws one lane per DPU instead of one "DPUs" lane per rank.
+    ``lanes="dpu"`` draws one lane per DPU instead of one "DPUs" lane per rank. ``legend``
+    is True (the categories drawn), False, or the categories to list.
     """
     plt = _pyplot()
     if ax is None:
@@ -111,10 +109,11 @@ def gantt(
     ax.grid(axis="x", linewidth=0.3)
     if title:
         ax.set_title(title)
-    if legend and used:
+    if legend is not False:
         from matplotlib.patches import Patch
 
-        cats = [c for c in COLOURS if c in used]
+        wanted = used if legend is True else set(legend)
+        cats = [c for c in COLOURS if c in wanted]
         ax.legend(
             handles=[Patch(facecolor=COLOURS[c], label=LABELS[c]) for c in cats],
             loc="upper left",
@@ -138,8 +137,9 @@ def plot_timelines(
         gridspec_kw={"height_ratios": heights},
         squeeze=False,
     )
+    used = {s.cat for _, tl in items for s in tl.slices}
     for i, ((title, tl), ax) in enumerate(zip(items, axes[:, 0], strict=True)):
-        gantt(tl, ax, lanes=lanes, title=title, legend=i == 0)
+        gantt(tl, ax, lanes=lanes, title=title, legend=used if i == 0 else False)
     if sharex:
         end = max(tl.end_ps for _, tl in items)
         axes[0, 0].set_xlim(0, max(end, 1) / 1e6)
