@@ -666,3 +666,12 @@ def test_cli_record(tmp_path: Path) -> None:
     assert replay(sc).chrome_trace() == trace.read_text()
     doc = json.loads(trace.read_text())
     assert doc["otherData"]["scenario"] == "myhost:main"
+
+
+def test_docs_list_every_action_and_kernel() -> None:
+    from aiopim.scenario import ACTIONS, KERNELS
+
+    doc = (ROOT / "docs" / "timelines.md").read_text(encoding="utf-8")
+    first_cells = [line.split("|")[1] for line in doc.splitlines() if line.startswith("| `")]
+    for name in [*ACTIONS, *KERNELS]:
+        assert any(f"`{name}`" in cell for cell in first_cells), name

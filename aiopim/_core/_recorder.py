@@ -29,11 +29,23 @@ if TYPE_CHECKING:
 
 
 class _Clock(Protocol):
-    now: int
+    @property
+    def now(self) -> int: ...
 
 
 class _ZeroClock:
     now = 0
+
+
+class _CallClock:
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn: Callable[[], int]) -> None:
+        self._fn = fn
+
+    @property
+    def now(self) -> int:
+        return self._fn()
 
 
 #: the label of the running host task in traces (host lanes); inherited by child tasks
@@ -50,10 +62,6 @@ def host_task(label: str) -> Iterator[None]:
         yield
     finally:
         host_task_label.reset(token)
-
-
-def _ranks(ranks: Sequence[Rank]) -> list[int]:
-    return [r.index for r in ranks]
 
 
 def _job_fields(ev: tuple[Any, ...]) -> dict[str, Any]:
@@ -80,12 +88,16 @@ def _decode_dpu_run(ev: tuple[Any, ...]) -> dict[str, Any]:
     return {"rank": ev[2], "dpu": ev[3], "start": ev[4], "program": ev[5], "fault": ev[6]}
 
 
+def _indices(ranks: int | tuple[int, ...]) -> list[int]:
+    return [ranks] if isinstance(ranks, int) else list(ranks)
+
+
 def _decode_host_wait(ev: tuple[Any, ...]) -> dict[str, Any]:
-    return {"task": ev[2], "what": ev[3], "start": ev[4], "ranks": _ranks(ev[5])}
+    return {"task": ev[2], "what": ev[3], "start": ev[4], "ranks": _indices(ev[5])}
 
 
 def _decode_callback(ev: tuple[Any, ...]) -> dict[str, Any]:
-    return {"task": ev[2], "ranks": _ranks(ev[3]), "start": ev[4], "error": ev[5]}
+    return {"task": ev[2], "ranks": list(ev[3]), "start": ev[4], "error": ev[5]}
 
 
 def _decode_host_work(ev: tuple[Any, ...]) -> dict[str, Any]:
@@ -116,9 +128,9 @@ class Recorder:
         self.events: list[tuple[Any, ...]] = []
         self._clock: _Clock = clock if clock is not None else _ZeroClock()
 
-    def bind_clock(self, clock: _Clock) -> None:
-        """Read virtual time from ``clock.now`` (the kernel)."""
-        self._clock = clock
+    def bind_clock(self, clock: _Clock | Callable[[], int]) -> None:
+        """Read virtual time from ``clock.now`` (the kernel) or from ``clock()``."""
+        self._clock = _CallClock(clock) if callable(clock) else clock
 
     def add(self, kind: str, **fields: Any) -> None:
         """Record an event of any other kind at the current virtual time."""
@@ -166,13 +178,14 @@ class Recorder:
 
     def host_wait(self, what: str, start: int, ranks: Sequence[Rank]) -> None:
         """The calling host task waited from ``start`` until now for ``what`` on ``ranks``."""
-        ev = (self._clock.now, "host_wait", host_task_label.get(), what, start, ranks)
-        self.events.append(ev)
+        # one rank: a plain int (no second container for the garbage collector to track)
+        idx = ranks[0].index if len(ranks) == 1 else tuple([r.index for r in ranks])
+        self.events.append((self._clock.now, "host_wait", host_task_label.get(), what, start, idx))
 
     def callback_ran(self, ranks: Sequence[Rank], start: int, error: int) -> None:
         """A callback's host function ran from ``start`` until now."""
-        ev = (self._clock.now, "callback", host_task_label.get(), ranks, start, error)
-        self.events.append(ev)
+        idx = tuple([r.index for r in ranks])
+        self.events.append((self._clock.now, "callback", host_task_label.get(), idx, start, error))
 
     def host_work(self, name: str, start: int) -> None:
         """The calling host task computed ``name`` from ``start`` until now."""

@@ -127,6 +127,8 @@ class OpRecorder:
                 self.problems.append(f"two different programs are named {prog.name!r}")
             self.programs[prog.name] = prog
             step["program"] = prog.name
+        elif op in ("free", "sync", "status"):
+            pass
         elif op == "launch":
             step["async"] = args[1] != _ops.DPU_SYNCHRONOUS
         elif op == "push_xfer":
@@ -167,6 +169,8 @@ class OpRecorder:
             results: list[int] = []
             step["_times"], step["_results"] = times, results
             return (dset, self._wrap_callback(fn, times, results), cb_args, flags)
+        else:
+            self.problems.append(f"the operation {op!r} cannot be recorded yet")
         return args
 
     def _xfer(

@@ -159,7 +159,7 @@ class Timeline:
     instants: list[Instant] = field(default_factory=list)
     #: (pid, counter name) -> [(time ps, value)], one sample per time
     counters: dict[tuple[int, str], list[tuple[int, int]]] = field(default_factory=dict)
-    #: rank -> DPUs per rank seen (for lanes)
+    #: ranks that appear in the events
     ranks: list[int] = field(default_factory=list)
     end_ps: int = 0
 
