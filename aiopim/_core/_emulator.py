@@ -14,6 +14,7 @@ from ._bridge import Bridge, VirtualEventLoop, VirtualTrioClock
 from ._errors import DpuError, DpuErrorCode
 from ._kernel import HostWaiter, Kernel
 from ._machine import MachineConfig, Profile, machine_from_profile
+from ._ops import OpLog
 from ._rank import Rank
 from ._recorder import Recorder
 
@@ -41,9 +42,9 @@ class Emulator:
         self.bridge = Bridge(self.kernel)
         self.bridge.emulator = self
         self.config = machine or MachineConfig()
-        self.recorder: Recorder | None = Recorder() if record else None
-        if self.recorder is not None:
-            self.recorder.bind_clock(lambda: self.kernel.now)
+        self.recorder: Recorder | None = Recorder(self.kernel) if record else None
+        #: observer of host operations (``aiopim.scenario.record``); None when not recording
+        self.op_log: OpLog | None = None
         self._ranks: dict[int, Rank] = {}
         self._callback_requests: deque[Callable[[], Awaitable[None]]] = deque()
         self._service_waiter: HostWaiter | None = None

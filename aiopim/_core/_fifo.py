@@ -293,7 +293,9 @@ async def fifo_push_xfer(dset: DpuSetBase, link: FifoLink, flags: int) -> None:
         job.body = body
         return job
 
-    await _submit(dset, make, wait=wait, parallel=True)
+    await _submit(
+        dset, make, wait=wait, parallel=True, what="fifo_push" if link.is_input else "fifo_flush"
+    )
 
 
 async def _drive_inline(

@@ -10,9 +10,9 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TextIO, TypeVar
 
 import numpy as np
 
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 E = DpuErrorCode
 S = TypeVar("S", bound=DpuSetBase)
+P = ParamSpec("P")
+T = TypeVar("T")
 
 # --- flags (dpu.h values) ------------------------------------------------------------------------
 DPU_ASYNCHRONOUS = 0
@@ -55,8 +57,45 @@ _callback_ranks: contextvars.ContextVar[frozenset[int] | None] = contextvars.Con
 
 
 # ================================================================================================
+# operation log (aiopim.scenario.record)
+# ================================================================================================
+class OpLog(Protocol):
+    """Observes the host operations of an emulator (``Emulator.op_log``)."""
+
+    def run(
+        self,
+        op: str,
+        fn: Callable[..., Awaitable[Any]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Awaitable[Any]:
+        """Run ``fn(*args, **kwargs)`` (the operation ``op``) and note what it did."""
+
+
+def _logged(op: str) -> Callable[[Callable[P, Awaitable[T]]], Callable[P, Awaitable[T]]]:
+    """Route the operation through ``Emulator.op_log`` when one is installed."""
+
+    def deco(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> Awaitable[T]:
+            first = args[0]
+            emu = first.emulator if isinstance(first, DpuSetBase) else first
+            log: OpLog | None = emu.op_log  # type: ignore[attr-defined]
+            if log is None:
+                return fn(*args, **kwargs)  # the coroutine itself: no extra frame
+            return log.run(op, fn, args, kwargs)
+
+        wrapper.__name__ = fn.__name__
+        wrapper.__qualname__ = fn.__qualname__
+        wrapper.__doc__ = fn.__doc__
+        return wrapper
+
+    return deco
+
+
+# ================================================================================================
 # allocation
 # ================================================================================================
+@_logged("alloc")
 async def alloc(
     emu: Emulator, cls: type[S], nr_dpus: int | None, nr_ranks: int | None, profile: str | None
 ) -> S:
@@ -97,6 +136,7 @@ def _disable_surplus(ranks: list[Rank], surplus: int) -> None:
         surplus -= 1
 
 
+@_logged("free")
 async def free(dset: DpuSetBase) -> None:
     """``dpu_free``: queued jobs are abandoned; waits for running DPUs to stop."""
     if not dset._root or dset._freed:
@@ -105,11 +145,15 @@ async def free(dset: DpuSetBase) -> None:
     dset._freed = True
     for r in dset.rank_list:
         r.fail_queue_on_free()
+    rec = emu.recorder
     for r in dset.rank_list:
         while r.running_dpus or r.current is not None:
             w = emu.kernel.new_waiter(f"rank {r.index} to stop before dpu_free")
             r.stop_waiters.append(w)
+            t0 = emu.kernel.now
             await emu.bridge.wait(w)
+            if rec is not None:
+                rec.host_wait("free", t0, (r,))
         r.allocated = False
         r.job_error = 0
 
@@ -143,6 +187,7 @@ def get_symbol(program: DpuProgram, name: str) -> Symbol:
     return sym
 
 
+@_logged("load")
 async def load(dset: DpuSetBase, program: DpuProgram) -> DpuProgram:
     """``dpu_load``: always synchronous (LOAD + SYNC on each rank)."""
     if not isinstance(program, DpuProgram):
@@ -193,7 +238,7 @@ async def load(dset: DpuSetBase, program: DpuProgram) -> DpuProgram:
         job.body = body
         return job
 
-    await _submit(dset, make, wait=True, parallel=False)
+    await _submit(dset, make, wait=True, parallel=False, what="load")
     return program
 
 
@@ -241,10 +286,15 @@ async def _submit(
     *,
     wait: bool,
     parallel: bool,
+    what: str,
     ranks: list[Rank] | None = None,
 ) -> None:
-    """Enqueue one job per rank (+ SYNC / SYNC_PARALLEL when ``wait``), honouring slots."""
+    """Enqueue one job per rank (+ SYNC / SYNC_PARALLEL when ``wait``), honouring slots.
+
+    ``what`` names the host call in the trace (host waits).
+    """
     emu = dset.emulator
+    rec = emu.recorder
     ranks = dset.rank_list if ranks is None else ranks
     if wait and _inline_ranks(ranks):
         await _run_inline(dset, make(ranks[0]))
@@ -258,7 +308,10 @@ async def _submit(
     sync_type = JobType.SYNC_PARALLEL if parallel else JobType.SYNC
     for r in ranks:
         while r.free_slots < need:
+            t0 = emu.kernel.now
             await emu.bridge.wait(r.slot_waiter())
+            if rec is not None:
+                rec.host_wait(f"{what}: job slot", t0, (r,))
             _check_sticky([r])
         job = make(r)
         if job is None:
@@ -271,7 +324,10 @@ async def _submit(
         if group is not None:
             r.submit(Job(r, sync_type, sync_group=group))
     if group is not None:
+        t0 = emu.kernel.now
         errors = await emu.bridge.wait(group.waiter)
+        if rec is not None:
+            rec.host_wait(what, t0, ranks)
         if errors:
             rank, encoded, message = errors[0]
             raise DpuError(encoded & 0xFFFF, f"rank {rank.index}: {message}")
@@ -310,6 +366,7 @@ async def _run_inline(dset: DpuSetBase, job: Job | None) -> None:
 # ================================================================================================
 # launch / sync / status
 # ================================================================================================
+@_logged("launch")
 async def launch(dset: DpuSetBase, policy: int) -> None:
     """``dpu_launch``: ASYNCHRONOUS returns once enqueued (boot happens in the job)."""
     for d in dset.dpu_list:
@@ -331,14 +388,16 @@ async def launch(dset: DpuSetBase, policy: int) -> None:
         job.body = body
         return job
 
-    await _submit(dset, make, wait=policy == DPU_SYNCHRONOUS, parallel=False)
+    await _submit(dset, make, wait=policy == DPU_SYNCHRONOUS, parallel=False, what="launch")
 
 
+@_logged("sync")
 async def sync(dset: DpuSetBase) -> None:
     """``dpu_sync``: a non-parallel SYNC per rank; waits for earlier jobs and the DPUs."""
-    await _submit(dset, lambda r: None, wait=True, parallel=False)
+    await _submit(dset, lambda r: None, wait=True, parallel=False, what="sync")
 
 
+@_logged("status")
 async def status(dset: DpuSetBase) -> tuple[bool, bool]:
     """``dpu_status``: QUIRK reproduced — it syncs first, so it blocks until the DPUs stop."""
     with contextlib.suppress(DpuError):  # the SDK ignores sync's return value here
@@ -508,6 +567,7 @@ def prepare_xfer(dset: DpuSetBase, buf: Any) -> None:
             m[d.index] = buf
 
 
+@_logged("push_xfer")
 async def push_xfer(
     dset: DpuSetBase, xfer: int, symbol: str | Symbol, offset: int, length: int, flags: int
 ) -> None:
@@ -557,9 +617,11 @@ async def push_xfer(
         job.body = body
         return job
 
-    await _submit(dset, make, wait=not flags & DPU_XFER_ASYNC, parallel=parallel)
+    what = "push_xfer to DPUs" if to_dpu else "push_xfer from DPUs"
+    await _submit(dset, make, wait=not flags & DPU_XFER_ASYNC, parallel=parallel, what=what)
 
 
+@_logged("broadcast_to")
 async def broadcast_to(
     dset: DpuSetBase, symbol: str | Symbol, offset: int, data: Any, length: int, flags: int
 ) -> None:
@@ -588,9 +650,10 @@ async def broadcast_to(
         job.body = body
         return job
 
-    await _submit(dset, make, wait=not flags & DPU_XFER_ASYNC, parallel=False)
+    await _submit(dset, make, wait=not flags & DPU_XFER_ASYNC, parallel=False, what="broadcast")
 
 
+@_logged("copy_from")
 async def copy_from(
     dset: DpuSetBase, symbol: str | Symbol, offset: int, dst: Any, length: int
 ) -> None:
@@ -615,7 +678,7 @@ async def copy_from(
         job.body = body
         return job
 
-    await _submit(dset, make, wait=True, parallel=False)
+    await _submit(dset, make, wait=True, parallel=False, what="copy_from")
 
 
 # ================================================================================================
@@ -624,6 +687,7 @@ async def copy_from(
 CallbackFn = Callable[[Any, int, Any], Any]
 
 
+@_logged("callback")
 async def callback(dset: S, fn: CallbackFn, args: Any, flags: int) -> None:
     """``dpu_callback`` with the exact semantics of each flag combination."""
     if flags & DPU_CALLBACK_NONBLOCKING and not flags & DPU_CALLBACK_ASYNC:
@@ -651,6 +715,7 @@ async def callback(dset: S, fn: CallbackFn, args: Any, flags: int) -> None:
         async def host_call() -> None:
             token = _callback_ranks.set(frozenset(r.index for r in held) if blocking else None)
             code, message = 0, ""
+            t0 = emu.kernel.now
             try:
                 result = fn(call_set, rank_id, args)
                 if inspect.isawaitable(result):
@@ -661,6 +726,9 @@ async def callback(dset: S, fn: CallbackFn, args: Any, flags: int) -> None:
                 code, message = int(exc.code), f"callback raised {exc}"
             finally:
                 _callback_ranks.reset(token)
+            rec = emu.recorder
+            if rec is not None:
+                rec.callback_ran(call_set.rank_list, t0, code)
             done(code, message)
 
         emu.call_host(host_call)
@@ -684,7 +752,9 @@ async def callback(dset: S, fn: CallbackFn, args: Any, flags: int) -> None:
             job.body = body
             return job
 
-        await _submit(dset, make_first, wait=True, parallel=parallel, ranks=[first])
+        await _submit(
+            dset, make_first, wait=True, parallel=parallel, what="callback", ranks=[first]
+        )
         return
 
     if single_call and len(ranks) > 1:
@@ -717,7 +787,7 @@ async def callback(dset: S, fn: CallbackFn, args: Any, flags: int) -> None:
             job.body = body
             return job
 
-        await _submit(dset, make_sc, wait=False, parallel=parallel)
+        await _submit(dset, make_sc, wait=False, parallel=parallel, what="callback")
         return
 
     single_dpu = dset.is_single_dpu
@@ -740,7 +810,7 @@ async def callback(dset: S, fn: CallbackFn, args: Any, flags: int) -> None:
         job.body = body
         return job
 
-    await _submit(dset, make, wait=not is_async, parallel=parallel)
+    await _submit(dset, make, wait=not is_async, parallel=parallel, what="callback")
 
 
 def _finish_job(job: Job, code: int, message: str) -> None:

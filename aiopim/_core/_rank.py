@@ -283,12 +283,9 @@ class Rank:
         """Boot ``dpus`` (the end of a launch job): the rank is running until they stop."""
         self.last_launch_type = launch_type
         self._fault_reported = False
-        rec = self.emulator.recorder
         for d in dpus:
             self.running_dpus += 1
             self.dpus_running = True
-            if rec is not None:
-                rec.add("dpu_boot", rank=self.index, dpu=d.index)
             try:
                 d.boot()
             except DpuError as err:  # e.g. a binary with no model bound
@@ -301,7 +298,7 @@ class Rank:
         self.running_dpus -= 1
         rec = self.emulator.recorder
         if rec is not None:
-            rec.dpu_run(dpu)
+            rec.dpu_stopped(dpu)
         report_fault = dpu.fault is not None and not self._fault_reported
         if report_fault:
             self._fault_reported = True  # the host learns "a DPU is in fault" once per launch

@@ -1,77 +1,210 @@
-"""Records what the emulated machine did, as timed events (cheap when on, absent when off)."""
+"""Records what the emulated machine did, as timed events (cheap when on, absent when off).
+
+Events are tuples ``(time_ps, kind, ...)`` appended in kernel order. Frequent kinds are flat
+tuples (cheap, untracked by the garbage collector) decoded by :meth:`Recorder.iter_events`;
+any other kind is ``(time_ps, kind, fields)`` from :meth:`Recorder.add`.
+
+Kinds: ``job_submit``/``job_start``/``job_end``/``job_flush`` (every job of every rank),
+``dpu_run`` (one DPU ran from ``start`` to the event time), ``host_wait`` (a host task was
+blocked from ``start`` on the machine), ``callback`` (a callback's host function ran from
+``start``), ``host_work`` (a host task computed from ``start``), ``counter`` (a named value
+changed). Extensions (FIFO pushes, retries, drains)
+use :meth:`Recorder.add` or :meth:`Recorder.counter`; ``aiopim.trace.register_event_kind``
+tells the exporters how to draw them.
+"""
 
 from __future__ import annotations
 
+import contextvars
 import json
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._errors import JobType
 
 if TYPE_CHECKING:
     from ._dpu import Dpu
-    from ._rank import Job
+    from ._rank import Job, Rank
+
+
+class _Clock(Protocol):
+    @property
+    def now(self) -> int: ...
+
+
+class _ZeroClock:
+    now = 0
+
+
+class _CallClock:
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn: Callable[[], int]) -> None:
+        self._fn = fn
+
+    @property
+    def now(self) -> int:
+        return self._fn()
+
+
+#: the label of the running host task in traces (host lanes); inherited by child tasks
+host_task_label: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "aiopim_host_task_label", default="main"
+)
+
+
+@contextmanager
+def host_task(label: str) -> Iterator[None]:
+    """Label the host waits of the calling task (and of tasks it starts) in traces."""
+    token = host_task_label.set(label)
+    try:
+        yield
+    finally:
+        host_task_label.reset(token)
+
+
+def _job_fields(ev: tuple[Any, ...]) -> dict[str, Any]:
+    return {"rank": ev[2], "seq": ev[3], "type": JobType(ev[4]).name}
+
+
+def _decode_submit(ev: tuple[Any, ...]) -> dict[str, Any]:
+    f = _job_fields(ev)
+    f.update(ev[5] or {})
+    return f
+
+
+def _decode_start(ev: tuple[Any, ...]) -> dict[str, Any]:
+    return _job_fields(ev)
+
+
+def _decode_end(ev: tuple[Any, ...]) -> dict[str, Any]:
+    f = _job_fields(ev)
+    f["error"] = ev[5]
+    return f
+
+
+def _decode_dpu_run(ev: tuple[Any, ...]) -> dict[str, Any]:
+    return {"rank": ev[2], "dpu": ev[3], "start": ev[4], "program": ev[5], "fault": ev[6]}
+
+
+def _indices(ranks: int | tuple[int, ...]) -> list[int]:
+    return [ranks] if isinstance(ranks, int) else list(ranks)
+
+
+def _decode_host_wait(ev: tuple[Any, ...]) -> dict[str, Any]:
+    return {"task": ev[2], "what": ev[3], "start": ev[4], "ranks": _indices(ev[5])}
+
+
+def _decode_callback(ev: tuple[Any, ...]) -> dict[str, Any]:
+    return {"task": ev[2], "ranks": list(ev[3]), "start": ev[4], "error": ev[5]}
+
+
+def _decode_host_work(ev: tuple[Any, ...]) -> dict[str, Any]:
+    return {"task": ev[2], "name": ev[3], "start": ev[4]}
+
+
+def _decode_counter(ev: tuple[Any, ...]) -> dict[str, Any]:
+    return {"name": ev[2], "track": ev[3], "value": ev[4]}
+
+
+_DECODERS: dict[str, Callable[[tuple[Any, ...]], dict[str, Any]]] = {
+    "job_submit": _decode_submit,
+    "job_start": _decode_start,
+    "job_end": _decode_end,
+    "job_flush": _decode_end,
+    "dpu_run": _decode_dpu_run,
+    "host_wait": _decode_host_wait,
+    "callback": _decode_callback,
+    "host_work": _decode_host_work,
+    "counter": _decode_counter,
+}
 
 
 class Recorder:
-    """An append-only list of events ``(time_ps, kind, fields)`` in kernel order."""
+    """An append-only list of timed events in kernel order."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: _Clock | None = None) -> None:
         self.events: list[tuple[Any, ...]] = []
-        self._now: Callable[[], int] = lambda: 0
+        self._clock: _Clock = clock if clock is not None else _ZeroClock()
 
-    def bind_clock(self, now: Callable[[], int]) -> None:
-        """Read virtual time from ``now()``."""
-        self._now = now
+    def bind_clock(self, clock: _Clock | Callable[[], int]) -> None:
+        """Read virtual time from ``clock.now`` (the kernel) or from ``clock()``."""
+        self._clock = _CallClock(clock) if callable(clock) else clock
 
     def add(self, kind: str, **fields: Any) -> None:
-        """Record an event at the current virtual time."""
-        self.events.append((self._now(), kind, fields))
+        """Record an event of any other kind at the current virtual time."""
+        self.events.append((self._clock.now, kind, fields))
 
-    # Job events are flat tuples of ints (cheap, untracked by the garbage collector);
-    # fields are decoded on export.
+    # -- jobs ---------------------------------------
     def job_submitted(self, job: Job) -> None:
-        ev = (self._now(), "job_submit", job.rank.index, job.seq, int(job.type), job.info or None)
+        ev = (
+            self._clock.now,
+            "job_submit",
+            job.rank.index,
+            job.seq,
+            int(job.type),
+            job.info or None,
+        )
         self.events.append(ev)
 
     def job_started(self, job: Job) -> None:
-        self.events.append((self._now(), "job_start", job.rank.index, job.seq, int(job.type)))
+        self.events.append((self._clock.now, "job_start", job.rank.index, job.seq, int(job.type)))
 
     def job_finished(self, job: Job, error: int) -> None:
-        self.events.append((self._now(), "job_end", job.rank.index, job.seq, int(job.type), error))
-
-    def job_flushed(self, job: Job, error: int) -> None:
-        ev = (self._now(), "job_flush", job.rank.index, job.seq, int(job.type), error)
+        ev = (self._clock.now, "job_end", job.rank.index, job.seq, int(job.type), error)
         self.events.append(ev)
 
+    def job_flushed(self, job: Job, error: int) -> None:
+        ev = (self._clock.now, "job_flush", job.rank.index, job.seq, int(job.type), error)
+        self.events.append(ev)
+
+    # -- DPUs, host, counters ---------------------------------------
+    def dpu_stopped(self, dpu: Dpu) -> None:
+        """``dpu`` stopped: one run from its boot until now."""
+        prog = dpu.program
+        fault = dpu.fault
+        self.events.append(
+            (
+                self._clock.now,
+                "dpu_run",
+                dpu.rank.index,
+                dpu.index,
+                dpu.boot_time,
+                None if prog is None else prog.name,
+                None if fault is None else fault.reason,
+            )
+        )
+
+    def host_wait(self, what: str, start: int, ranks: Sequence[Rank]) -> None:
+        """The calling host task waited from ``start`` until now for ``what`` on ``ranks``."""
+        # one rank: a plain int (no second container for the garbage collector to track)
+        idx = ranks[0].index if len(ranks) == 1 else tuple([r.index for r in ranks])
+        self.events.append((self._clock.now, "host_wait", host_task_label.get(), what, start, idx))
+
+    def callback_ran(self, ranks: Sequence[Rank], start: int, error: int) -> None:
+        """A callback's host function ran from ``start`` until now."""
+        idx = tuple([r.index for r in ranks])
+        self.events.append((self._clock.now, "callback", host_task_label.get(), idx, start, error))
+
+    def host_work(self, name: str, start: int) -> None:
+        """The calling host task computed ``name`` from ``start`` until now."""
+        self.events.append((self._clock.now, "host_work", host_task_label.get(), name, start))
+
+    def counter(self, name: str, track: int, value: int) -> None:
+        """Counter ``name`` of ``track`` (a rank index, or -1 for the host) is now ``value``."""
+        self.events.append((self._clock.now, "counter", name, track, value))
+
+    # -- reading ---------------------------------------
     def iter_events(self) -> list[tuple[int, str, dict[str, Any]]]:
         """Every event as ``(time_ps, kind, fields)``."""
         out: list[tuple[int, str, dict[str, Any]]] = []
+        decoders = _DECODERS
         for ev in self.events:
-            t, kind = ev[0], ev[1]
-            if kind.startswith("job_"):
-                fields: dict[str, Any] = {
-                    "rank": ev[2],
-                    "seq": ev[3],
-                    "type": JobType(ev[4]).name,
-                }
-                if kind == "job_submit":
-                    fields.update(ev[5] or {})
-                elif kind != "job_start":
-                    fields["error"] = ev[5]
-            else:
-                fields = ev[2]
-            out.append((t, kind, fields))
+            kind = ev[1]
+            decode = decoders.get(kind)
+            out.append((ev[0], kind, decode(ev) if decode is not None else dict(ev[2])))
         return out
-
-    def dpu_run(self, dpu: Dpu) -> None:
-        self.add(
-            "dpu_run",
-            rank=dpu.rank.index,
-            dpu=dpu.index,
-            start=dpu.boot_time,
-            fault=None if dpu.fault is None else dpu.fault.reason,
-        )
 
     def to_jsonl(self) -> str:
         """One JSON object per line: ``{"t": ps, "kind": ..., ...}``; byte-stable."""
@@ -99,10 +232,12 @@ class Recorder:
                     "end": None,
                     "error": 0,
                     "flushed": False,
+                    "info": {},
                 },
             )
             if kind == "job_submit":
                 row["submit"] = t
+                row["info"] = {k: v for k, v in f.items() if k not in ("rank", "seq", "type")}
             elif kind == "job_start":
                 row["start"] = t
             elif kind == "job_end":

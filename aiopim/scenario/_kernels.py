@@ -1,0 +1,142 @@
+"""Built-in scenario kernels: ``cycles``, ``sum`` and ``recorded``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import timing
+from .._core._kernel import Delay
+from .._core._program import DPU_MRAM_HEAP_POINTER_NAME
+from ..dpu import DpuFault, Program, Tasklet
+from ._spec import KernelKind, Param, ProgramSpec, parse_duration, register_kernel
+
+
+def base_program(spec: ProgramSpec, nr_tasklets: int | None = None) -> Program:
+    """A Python program named after the scenario table, with the table's extra symbols."""
+    prog = Program(spec.name, nr_tasklets=nr_tasklets or spec.tasklets)
+    for name, (space, size) in spec.symbols.items():
+        if name in ("CLOCKS_PER_SEC", DPU_MRAM_HEAP_POINTER_NAME):
+            continue
+        if space == "wram":
+            prog.host(name, np.uint8, size)
+        else:
+            prog.mram_noinit(name, np.uint8, size)
+    return prog
+
+
+def _cycles(spec: ProgramSpec) -> Program:
+    prog = base_program(spec)
+    cycles = int(spec.params["cycles"])
+    if cycles >= 1 << 32:
+        raise ValueError("cycles must fit 32 bits")
+    var = prog.host("cycles", np.uint32, 1, init=[cycles])
+    period = max(timing.REVOLVER_CYCLES, spec.tasklets)
+
+    @prog.main
+    async def main(t: Tasklet) -> None:
+        t.compute(-(-int(t.view(var)[0]) // period))
+
+    return prog
+
+
+def _sum(spec: ProgramSpec) -> Program:
+    prog = base_program(spec)
+    nbytes = int(spec.params["input_bytes"])
+    block = int(spec.params["block"])
+    ipw = int(spec.params["instructions_per_word"])
+    if nbytes <= 0 or nbytes % 8:
+        raise ValueError("input_bytes must be a positive multiple of 8")
+    if not 8 <= block <= 2048 or block % 8:
+        raise ValueError("block must be a multiple of 8 between 8 and 2048 (one DMA)")
+    tasklets = spec.tasklets
+    inp = prog.mram_noinit("input", np.uint8, nbytes)
+    result = prog.host("result", np.uint64, 1)
+    partials = prog.wram("__partials", np.uint64, tasklets)
+    bar = prog.barrier("__sum_barrier")
+
+    @prog.main
+    async def main(t: Tasklet) -> None:
+        me = t.me()
+        if me == 0:
+            t.mem_reset()
+        await t.barrier_wait(bar)
+        buf = t.mem_alloc(block)
+        base = t.mram_address(inp)
+        acc = 0
+        for off in range(me * block, nbytes, tasklets * block):
+            size = min(block, nbytes - off)
+            await t.mram_read(base + off, buf, size)
+            acc += int(t.view(buf, np.uint32, size // 4).sum(dtype=np.uint64))
+            t.compute(ipw * (size // 4))
+        t.view(partials)[me] = acc & 0xFFFFFFFFFFFFFFFF
+        await t.barrier_wait(bar)
+        if me == 0:
+            t.view(result)[0] = t.view(partials).sum(dtype=np.uint64)
+            t.compute(4 * tasklets)
+
+    return prog
+
+
+def _recorded(spec: ProgramSpec) -> Program:
+    prog = base_program(spec)
+    image = int(spec.params["image_bytes"])
+    if image:
+        prog.mram("__aiopim_image", np.uint8, image, init=np.zeros(image, np.uint8))
+    runs: dict[str, list[int]] = {}
+    for dpu, values in spec.params["runs"].items():
+        if not isinstance(values, list):
+            raise ValueError(f"runs.{dpu} must be a list of durations, one per launch")
+        runs[dpu] = [parse_duration(v) for v in values]
+    default = runs.get("all")
+    boots: dict[str, int] = {}
+
+    @prog.main
+    async def main(t: Tasklet) -> None:
+        if t.me():
+            return
+        name = t.dpu.name
+        k = boots.get(name, 0)
+        boots[name] = k + 1
+        durations: Any = runs.get(name, default)
+        if durations is None or k >= len(durations):
+            raise DpuFault(f"the recording has no run #{k + 1} for DPU {name}")
+        if durations[k]:
+            await Delay(durations[k])
+
+    return prog
+
+
+register_kernel(
+    KernelKind(
+        "cycles",
+        {"cycles": Param("count", True, doc="initial value of the __host uint32 `cycles`")},
+        _cycles,
+        "every tasklet computes so that the DPU runs for the __host variable `cycles` (rounded "
+        "up to a multiple of max(11, tasklets)); the host may change it per rank or DPU",
+    )
+)
+register_kernel(
+    KernelKind(
+        "sum",
+        {
+            "input_bytes": Param("count", True, doc="size of the MRAM symbol `input`"),
+            "block": Param("int", default=1024, doc="bytes per DMA"),
+            "instructions_per_word": Param("int", default=4),
+        },
+        _sum,
+        "sums the 32-bit words of MRAM `input` into the __host uint64 `result`, by DMA blocks",
+    )
+)
+register_kernel(
+    KernelKind(
+        "recorded",
+        {
+            "runs": Param("table", True, doc="DPU name (or `all`) -> run durations per launch"),
+            "image_bytes": Param("count", default=0, doc="bytes written by dpu_load"),
+        },
+        _recorded,
+        "replays recorded DPU run durations exactly (written by aiopim record)",
+    )
+)

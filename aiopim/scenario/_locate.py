@@ -1,0 +1,206 @@
+"""Line numbers of keys in TOML source (tomllib gives values, not positions).
+
+:func:`locate` scans text that tomllib already accepted and maps every key path — table
+headers, ``key = value`` lines, array elements and keys of inline tables — to the line where
+it is written. Paths use ``str`` for keys and ``int`` for array / array-of-tables indices,
+like the parsed document: ``("tasks", 0, "steps", 2, "bytes")``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+Path = tuple[str | int, ...]
+
+_BARE = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+class _Scanner:
+    def __init__(self, text: str) -> None:
+        self.s = text
+        self.i = 0
+        self.line = 1
+        self.lines: dict[Path, int] = {}
+        #: how many times each array-of-tables path was opened
+        self.aot: dict[Path, int] = {}
+
+    # -- low level ---------------------------------------
+    def peek(self) -> str:
+        return self.s[self.i] if self.i < len(self.s) else ""
+
+    def advance(self, n: int = 1) -> None:
+        for _ in range(n):
+            if self.i < len(self.s) and self.s[self.i] == "\n":
+                self.line += 1
+            self.i += 1
+
+    def skip_ws(self, newlines: bool) -> None:
+        while True:
+            c = self.peek()
+            if c in (" ", "\t", "\r") or (newlines and c == "\n"):
+                self.advance()
+            elif c == "#":
+                while self.peek() not in ("\n", ""):
+                    self.advance()
+            else:
+                return
+
+    def string(self) -> str:
+        s = self.s
+        if s.startswith('"""', self.i) or s.startswith("'''", self.i):
+            q = s[self.i : self.i + 3]
+            self.advance(3)
+            start = self.i
+            while not s.startswith(q, self.i):
+                if q == '"""' and s[self.i] == "\\":
+                    self.advance()
+                self.advance()
+            while s.startswith(q[0], self.i + 3):  # up to two quotes may end the content
+                self.advance()
+            out = s[start : self.i]
+            self.advance(3)
+            return out
+        q = s[self.i]
+        self.advance()
+        chars: list[str] = []
+        while s[self.i] != q:
+            if q == '"' and s[self.i] == "\\":
+                chars.append(s[self.i : self.i + 2])
+                self.advance(2)
+                continue
+            chars.append(s[self.i])
+            self.advance()
+        self.advance()
+        text = "".join(chars)
+        if q == '"' and "\\" in text:
+            with contextlib.suppress(ValueError):
+                text = json.loads(f'"{text}"')
+        return text
+
+    def key(self) -> list[str]:
+        """A dotted key."""
+        parts = []
+        while True:
+            self.skip_ws(False)
+            c = self.peek()
+            if c in ('"', "'"):
+                parts.append(self.string())
+            else:
+                start = self.i
+                while self.peek() in _BARE and self.peek():
+                    self.advance()
+                parts.append(self.s[start : self.i])
+            self.skip_ws(False)
+            if self.peek() == ".":
+                self.advance()
+                continue
+            return parts
+
+    # -- structure ---------------------------------------
+    def document(self) -> None:
+        table: Path = ()
+        while True:
+            self.skip_ws(True)
+            c = self.peek()
+            if not c:
+                return
+            if c == "[":
+                table = self.header()
+            else:
+                self.keyval(table)
+
+    def header(self) -> Path:
+        line = self.line
+        double = self.s.startswith("[[", self.i)
+        self.advance(2 if double else 1)
+        parts = self.key()
+        self.advance(2 if double else 1)
+        path = self.resolve(parts)
+        if double:
+            n = self.aot.get(path, 0)
+            self.aot[path] = n + 1
+            path = (*path, n)
+        self.lines.setdefault(path, line)
+        return path
+
+    def resolve(self, parts: list[str]) -> Path:
+        """Insert the current index after every array-of-tables prefix."""
+        path: Path = ()
+        for k, p in enumerate(parts):
+            path = (*path, p)
+            n = self.aot.get(path)
+            if n is not None and k < len(parts) - 1:
+                path = (*path, n - 1)
+        return path
+
+    def keyval(self, table: Path) -> None:
+        line = self.line
+        parts = self.key()
+        path = (*table, *parts)
+        self.lines.setdefault(path, line)
+        self.advance()  # '='
+        self.skip_ws(False)
+        self.value(path)
+
+    def value(self, path: Path) -> None:
+        c = self.peek()
+        if c in ('"', "'"):
+            self.string()
+        elif c == "[":
+            self.array(path)
+        elif c == "{":
+            self.inline_table(path)
+        else:
+            while self.peek() not in (",", "]", "}", "\n", "#", ""):
+                self.advance()
+
+    def array(self, path: Path) -> None:
+        self.advance()  # '['
+        n = 0
+        while True:
+            self.skip_ws(True)
+            if self.peek() == "]":
+                self.advance()
+                return
+            self.lines.setdefault((*path, n), self.line)
+            self.value((*path, n))
+            n += 1
+            self.skip_ws(True)
+            if self.peek() == ",":
+                self.advance()
+
+    def inline_table(self, path: Path) -> None:
+        self.advance()  # '{'
+        while True:
+            self.skip_ws(True)
+            if self.peek() == "}":
+                self.advance()
+                return
+            line = self.line
+            parts = self.key()
+            kpath = (*path, *parts)
+            self.lines.setdefault(kpath, line)
+            self.advance()  # '='
+            self.skip_ws(False)
+            self.value(kpath)
+            self.skip_ws(True)
+            if self.peek() == ",":
+                self.advance()
+
+
+def locate(text: str) -> dict[Path, int]:
+    """Map every key path of a valid TOML document to its (1-based) line."""
+    sc = _Scanner(text)
+    sc.document()
+    return sc.lines
+
+
+def line_of(lines: dict[Path, int], path: Path) -> int | None:
+    """Line of ``path``, or of its closest written ancestor."""
+    p = path
+    while p:
+        if p in lines:
+            return lines[p]
+        p = p[:-1]
+    return None

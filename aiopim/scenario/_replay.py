@@ -1,0 +1,284 @@
+"""Replay a scenario on a fresh emulator and check its expectations."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import anyio
+import numpy as np
+
+from .._core._emulator import Emulator
+from .._core._errors import DpuError
+from .._core._kernel import PRIO_LATE
+from .._core._program import DpuProgram
+from .._core._recorder import host_task_label
+from ..host import DpuSet
+from ..trace import Summary, Timeline, chrome_trace, summarize
+from ._spec import ACTIONS, KERNELS, Scenario, ScenarioError, Step, TaskSpec
+
+#: actor of host sleeps: after every emulated event of the same instant (like an event-loop
+#: timer, which fires once the kernel has run everything due)
+HOST_SLEEP_ACTOR = 1 << 62
+
+T = TypeVar("T")
+
+#: progress callback: ``(steps done, steps in total, virtual ps)``
+Progress = Callable[[int, int, int], None]
+
+
+class ReplayContext:
+    """What a running action sees: the emulator, named DPU sets, programs, buffers, events."""
+
+    def __init__(self, scenario: Scenario, emulator: Emulator, progress: Progress | None) -> None:
+        self.scenario = scenario
+        self.emulator = emulator
+        self.sets: dict[str, DpuSet] = {}
+        self.programs: dict[str, DpuProgram] = build_programs(scenario)
+        self.buffers: dict[str, np.ndarray] = {}
+        self.events: dict[str, anyio.Event] = {}
+        self._progress = progress
+        self._total = scenario.total_steps()
+        self.done = 0
+
+    def event(self, name: str) -> anyio.Event:
+        """The scenario event ``name`` (created on first use)."""
+        ev = self.events.get(name)
+        if ev is None:
+            ev = self.events[name] = anyio.Event()
+        return ev
+
+    def target(self, step: Step) -> DpuSet:
+        """The DPU set a step names with ``set`` (narrowed by ``rank`` or ``dpu``)."""
+        name: str = step.params["set"]
+        dset = self.sets.get(name)
+        if dset is None:
+            raise self.error(step, f"the DPU set {name!r} is not allocated (yet)")
+        rank: int | None = step.params.get("rank")
+        dpu: int | None = step.params.get("dpu")
+        if rank is not None:
+            ranks = dset.ranks
+            if not 0 <= rank < len(ranks):
+                raise self.error(step, f"rank {rank} out of range: {name!r} has {len(ranks)}")
+            return ranks[rank]
+        if dpu is not None:
+            if not 0 <= dpu < len(dset):
+                raise self.error(step, f"dpu {dpu} out of range: {name!r} has {len(dset)}")
+            return dset[dpu]
+        return dset
+
+    async def sleep_until(self, when: int) -> None:
+        """Let the calling host task sleep until virtual time ``when`` (ps)."""
+        emu = self.emulator
+        k = emu.kernel
+        if when <= k.now:
+            return
+        w = k.new_waiter(f"virtual time {when} ps")
+        k.call_at(when, lambda _: w.resolve(), None, HOST_SLEEP_ACTOR, PRIO_LATE)
+        await emu.bridge.wait(w)
+
+    def error(self, step: Step, message: str) -> ScenarioError:
+        """A run-time error located at ``step``."""
+        return ScenarioError(
+            message, source=self.scenario.source, line=step.line, key=f"{step.key} ({step.op})"
+        )
+
+    async def run_steps(self, steps: list[Step]) -> None:
+        """Run ``steps`` in order (used by ``repeat``)."""
+        for s in steps:
+            await self.run_step(s)
+
+    async def run_step(self, step: Step) -> None:
+        """Run one step: wait for ``at``, run the action, check ``error``."""
+        if step.at is not None:
+            await self.sleep_until(step.at)
+        kind = ACTIONS[step.op]
+        try:
+            await kind.run(self, step)
+        except DpuError as exc:
+            if step.error is None or exc.code.name != step.error:
+                raise StepFailed(step, exc) from exc
+        else:
+            if step.error is not None:
+                raise self.error(step, f"expected the step to fail with {step.error}")
+        self.done += 1
+        if self._progress is not None:
+            self._progress(self.done, self._total, self.emulator.now_ps)
+
+
+class StepFailed(Exception):
+    """A step raised a DpuError it did not expect."""
+
+    def __init__(self, step: Step, error: DpuError) -> None:
+        self.step = step
+        self.error = error
+        super().__init__(str(error))
+
+
+def build_programs(scenario: Scenario) -> dict[str, DpuProgram]:
+    """Fresh DPU programs for every ``[programs.*]`` table."""
+    out = {}
+    for name, spec in scenario.programs.items():
+        try:
+            out[name] = KERNELS[spec.kernel].build(spec)
+        except (ValueError, DpuError) as exc:
+            raise ScenarioError(
+                str(exc), source=scenario.source, line=spec.line, key=spec.key
+            ) from None
+    return out
+
+
+@dataclass
+class Replay:
+    """The outcome of a replay."""
+
+    scenario: Scenario
+    emulator: Emulator
+    buffers: dict[str, np.ndarray]
+    #: the DpuError that ended the replay (when ``[expect] error`` allowed it)
+    error: DpuError | None = None
+    _timeline: Timeline | None = field(default=None, repr=False)
+
+    @property
+    def end_ps(self) -> int:
+        """Final virtual time."""
+        return self.emulator.now_ps
+
+    @property
+    def timeline(self) -> Timeline:
+        """The recorded timeline."""
+        if self._timeline is None:
+            self._timeline = Timeline.from_emulator(self.emulator)
+        return self._timeline
+
+    def chrome_trace(self, *, per_dpu: bool = True) -> str:
+        """Chrome trace JSON (byte-identical across runs and backends)."""
+        return chrome_trace(
+            self.timeline, per_dpu=per_dpu, metadata={"scenario": self.scenario.name}
+        )
+
+    def summary(self) -> Summary:
+        """Figures of the timeline."""
+        return summarize(self.timeline)
+
+
+def replay(
+    scenario: Scenario,
+    *,
+    backend: str = "asyncio",
+    seed: int = 0,
+    progress: Progress | None = None,
+    check: bool = True,
+) -> Replay:
+    """Run ``scenario`` in virtual time; with ``check``, raise if an expectation fails."""
+    emu = Emulator(scenario.machine, seed=seed, record=True)
+    ctx = ReplayContext(scenario, emu, progress)
+    failure: list[StepFailed] = []
+    broken: list[ScenarioError] = []
+
+    async def run_task(task: TaskSpec, scope: anyio.CancelScope) -> None:
+        host_task_label.set(task.label)
+        try:
+            await ctx.run_steps(task.steps)
+        except StepFailed as exc:
+            failure.append(exc)
+            scope.cancel()
+        except ScenarioError as exc:
+            broken.append(exc)
+            scope.cancel()
+
+    async def main() -> None:
+        k = emu.kernel
+        async with anyio.create_task_group() as tg:
+            for task in scenario.tasks:
+                tg.start_soon(run_task, task, tg.cancel_scope)
+                # the kernel runs only once every host task is blocked: the new task has run
+                # up to its first wait before the next one starts (the same on both backends)
+                w = k.new_waiter(f"task {task.name!r} to start", daemon=True)
+                k.call_soon(lambda w: w.resolve(), w)
+                await emu.bridge.wait(w)
+
+    outside_event_loop(lambda: emu.run(main, backend=backend))
+    if broken:
+        raise broken[0]
+    result = Replay(scenario, emu, ctx.buffers)
+    expect = scenario.expect
+    if failure:
+        f = failure[0]
+        if expect.error is None or f.error.code.name != expect.error:
+            raise ctx.error(f.step, f"failed: {f.error}") from f.error
+        result.error = f.error
+    if check:
+        check_expectations(result)
+    return result
+
+
+def outside_event_loop(fn: Callable[[], T]) -> T:
+    """Call ``fn()``, in a helper thread if this thread already runs an event loop (Jupyter)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return fn()
+    box: list[Any] = []
+
+    def target() -> None:
+        try:
+            box.append((True, fn()))
+        except BaseException as exc:
+            box.append((False, exc))
+
+    thread = threading.Thread(target=target, name="aiopim replay")
+    thread.start()
+    thread.join()
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value  # type: ignore[no-any-return]
+
+
+def check_expectations(result: Replay) -> None:
+    """Raise :class:`ScenarioError` at the first expectation the replay does not meet."""
+    sc = result.scenario
+    ex = sc.expect
+    if ex.error is not None and result.error is None:
+        raise ScenarioError(
+            f"expected the replay to fail with {ex.error}, but it succeeded",
+            source=sc.source,
+            line=ex.error_line,
+            key="expect.error",
+        )
+    if ex.time_ps is not None and result.end_ps != ex.time_ps:
+        raise ScenarioError(
+            f"final virtual time is {result.end_ps} ps, expected {ex.time_ps} ps",
+            source=sc.source,
+            line=ex.time_line,
+            key="expect.time",
+        )
+    for d in ex.data:
+        buf = result.buffers[d.buffer]
+        arr = np.ascontiguousarray(buf).view(np.dtype(d.dtype)).reshape(-1)
+        ok: bool
+        got: Any
+        if d.equals is not None:
+            got = arr[: len(d.equals)].tolist()
+            ok = got == d.equals
+            want: Any = d.equals
+        elif d.all is not None:
+            bad = np.flatnonzero(arr != d.all)
+            ok = bad.size == 0
+            got = f"element {int(bad[0])} = {int(arr[bad[0]])}" if bad.size else ""
+            want = f"every element = {d.all}"
+        else:
+            got = int(arr.sum(dtype=np.uint64 if d.dtype.startswith("u") else np.int64))
+            ok = got == d.sum
+            want = f"sum {d.sum}"
+        if not ok:
+            raise ScenarioError(
+                f"buffer {d.buffer!r} ({d.dtype}): expected {want}, got {got}",
+                source=sc.source,
+                line=d.line,
+                key=d.key,
+            )

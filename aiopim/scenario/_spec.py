@@ -1,0 +1,595 @@
+"""Scenario files: parse TOML, validate against the registered actions and kernels.
+
+A scenario is data only. Host actions and DPU kernels are looked up by name in registries
+(:func:`register_action`, :func:`register_kernel`), so new kinds (FIFO pushes, streaming
+kernels) plug in without touching the parser. Every validation error names the file, the
+line and the key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Any
+
+from .. import timing
+from .._core._errors import DpuError, DpuErrorCode
+from .._core._machine import MachineConfig
+from ._locate import Path, line_of, locate
+
+if TYPE_CHECKING:
+    from .._core._program import DpuProgram
+    from ._replay import ReplayContext
+
+
+class ScenarioError(ValueError):
+    """A scenario file is invalid, or its replay did not meet its expectations."""
+
+    def __init__(self, message: str, *, source: str = "", line: int | None = None, key: str = ""):
+        self.source = source
+        self.line = line
+        self.key = key
+        self.message = message
+        where = source or "<scenario>"
+        if line is not None:
+            where += f":{line}"
+        super().__init__(f"{where}: {key}: {message}" if key else f"{where}: {message}")
+
+
+# ================================================================================================
+# parameter types
+# ================================================================================================
+_UNITS = {"ps": 1, "ns": 1_000, "us": 1_000_000, "ms": 1_000_000_000, "s": timing.PS_PER_S}
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ps|ns|us|ms|s)\s*$")
+
+
+def parse_duration(value: Any) -> int:
+    """An integer of picoseconds, or a string such as ``"12.5us"`` (ps, ns, us, ms, s)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError("a duration cannot be negative")
+        return value
+    if isinstance(value, str):
+        m = _DURATION.match(value)
+        if m:
+            try:
+                ps = Decimal(m.group(1)) * _UNITS[m.group(2)]
+            except InvalidOperation:  # pragma: no cover - the regex admits valid numbers only
+                ps = Decimal("0.5")
+            if ps == ps.to_integral_value():
+                return int(ps)
+            raise ValueError(f"{value!r} is not a whole number of picoseconds")
+    raise ValueError(
+        f"expected a duration: integer picoseconds or a string like '10us' "
+        f"(units ps, ns, us, ms, s), got {value!r}"
+    )
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_type(kind: str, v: Any) -> Any:
+    """Validate ``v`` against parameter type ``kind``; returns the converted value."""
+    if kind == "int":
+        if not _is_int(v):
+            raise ValueError(f"expected an integer, got {v!r}")
+        return v
+    if kind == "count":
+        if not _is_int(v) or v < 0:
+            raise ValueError(f"expected an integer >= 0, got {v!r}")
+        return v
+    if kind == "bool":
+        if not isinstance(v, bool):
+            raise ValueError(f"expected true or false, got {v!r}")
+        return v
+    if kind == "str":
+        if not isinstance(v, str) or not v:
+            raise ValueError(f"expected a non-empty string, got {v!r}")
+        return v
+    if kind == "duration":
+        return parse_duration(v)
+    if kind == "durations":  # one duration, or one per call
+        if isinstance(v, list):
+            return [parse_duration(x) for x in v]
+        return parse_duration(v)
+    if kind == "ints":
+        if not isinstance(v, list) or not all(_is_int(x) for x in v):
+            raise ValueError(f"expected a list of integers, got {v!r}")
+        return v
+    if kind == "int_or_ints":
+        if isinstance(v, list):
+            return _check_type("ints", v)
+        return _check_type("int", v)
+    if kind == "fill":
+        if v == "iota" or _is_int(v):
+            return v
+        raise ValueError(f'expected an integer (every 32-bit word) or "iota", got {v!r}')
+    if kind == "table":
+        if not isinstance(v, dict):
+            raise ValueError(f"expected a table, got {v!r}")
+        return v
+    if kind == "any":
+        return v
+    raise AssertionError(f"unknown parameter kind {kind}")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One key of an action or kernel: its type, whether it is required, its default."""
+
+    kind: str
+    required: bool = False
+    default: Any = None
+    doc: str = ""
+
+
+# ================================================================================================
+# registries
+# ================================================================================================
+ActionRunner = Callable[["ReplayContext", "Step"], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class ActionKind:
+    """A host action a scenario step can name with ``op``."""
+
+    name: str
+    params: dict[str, Param]
+    run: ActionRunner
+    doc: str = ""
+    #: keys of which exactly one must be given (e.g. ``ranks``/``dpus`` of ``alloc``)
+    one_of: tuple[str, ...] = ()
+    #: check run after the parameters were validated (raise ValueError(key, message))
+    check: Callable[[dict[str, Any]], None] | None = None
+
+
+@dataclass(frozen=True)
+class KernelKind:
+    """A DPU program a scenario can name with ``kernel``."""
+
+    name: str
+    params: dict[str, Param]
+    build: Callable[[ProgramSpec], DpuProgram]
+    doc: str = ""
+
+
+ACTIONS: dict[str, ActionKind] = {}
+KERNELS: dict[str, KernelKind] = {}
+
+
+def register_action(kind: ActionKind, *, replace: bool = False) -> None:
+    """Make ``op = kind.name`` available to scenario steps (extension point: FIFO actions)."""
+    if kind.name in ACTIONS and not replace:
+        raise ValueError(f"scenario action {kind.name!r} is already registered")
+    ACTIONS[kind.name] = kind
+
+
+def register_kernel(kind: KernelKind, *, replace: bool = False) -> None:
+    """Make ``kernel = kind.name`` available to scenario programs."""
+    if kind.name in KERNELS and not replace:
+        raise ValueError(f"scenario kernel {kind.name!r} is already registered")
+    KERNELS[kind.name] = kind
+
+
+#: keys every step may have, besides the action's own
+STEP_KEYS = {
+    "op": Param("str", True, doc="the action"),
+    "at": Param("duration", doc="do not start before this virtual time"),
+    "error": Param("str", doc="the step must fail with this DpuErrorCode name"),
+}
+#: keys every program may have, besides the kernel's own
+PROGRAM_KEYS = {
+    "kernel": Param("str", True, doc="built-in or registered kernel name"),
+    "tasklets": Param("int", default=16, doc="NR_TASKLETS"),
+    "symbols": Param("table", default={}, doc='extra host symbols: name = "wram:BYTES"'),
+}
+
+
+# ================================================================================================
+# the parsed scenario
+# ================================================================================================
+@dataclass
+class Step:
+    """One host action of a task (``body`` holds the steps of a ``repeat``)."""
+
+    op: str
+    params: dict[str, Any]
+    at: int | None
+    error: str | None
+    line: int | None
+    key: str
+    body: list[Step] = field(default_factory=list)
+
+    def count(self) -> int:
+        """Steps executed, repeats unrolled."""
+        if self.op == "repeat":
+            return 1 + int(self.params["times"]) * sum(s.count() for s in self.body)
+        return 1
+
+
+@dataclass
+class TaskSpec:
+    """A host task: steps run in order; tasks run concurrently."""
+
+    name: str
+    label: str
+    steps: list[Step]
+
+
+@dataclass
+class ProgramSpec:
+    """A DPU program of the scenario."""
+
+    name: str
+    kernel: str
+    tasklets: int
+    symbols: dict[str, tuple[str, int]]
+    params: dict[str, Any]
+    line: int | None
+    key: str
+
+
+@dataclass
+class DataCheck:
+    """An expectation on a host buffer filled by ``copy_from``."""
+
+    buffer: str
+    dtype: str
+    equals: list[int] | None
+    all: int | None
+    sum: int | None
+    line: int | None
+    key: str
+
+
+@dataclass
+class Expectations:
+    """What the replay must produce."""
+
+    time_ps: int | None = None
+    time_line: int | None = None
+    error: str | None = None
+    error_line: int | None = None
+    data: list[DataCheck] = field(default_factory=list)
+
+
+@dataclass
+class Scenario:
+    """A validated scenario file."""
+
+    name: str
+    description: str
+    machine: MachineConfig
+    programs: dict[str, ProgramSpec]
+    tasks: list[TaskSpec]
+    expect: Expectations
+    source: str = "<string>"
+
+    def total_steps(self) -> int:
+        """Steps a replay executes (for progress reports)."""
+        return sum(s.count() for t in self.tasks for s in t.steps)
+
+    def iter_steps(self) -> Iterator[Step]:
+        """Every step, nested ones included, in file order."""
+
+        def walk(steps: list[Step]) -> Iterator[Step]:
+            for s in steps:
+                yield s
+                yield from walk(s.body)
+
+        for t in self.tasks:
+            yield from walk(t.steps)
+
+
+# ================================================================================================
+# loading
+# ================================================================================================
+def _keyname(path: Path) -> str:
+    out = ""
+    for p in path:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        else:
+            out += ("." if out else "") + (p if re.fullmatch(r"[A-Za-z0-9_-]+", p) else f'"{p}"')
+    return out
+
+
+class _Loader:
+    def __init__(self, text: str, source: str) -> None:
+        self.source = source
+        try:
+            self.doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            m = re.search(r"line (\d+)", str(exc))
+            raise ScenarioError(
+                f"not valid TOML: {exc}", source=source, line=int(m.group(1)) if m else None
+            ) from None
+        self.lines = locate(text)
+
+    def error(self, path: Path, message: str) -> ScenarioError:
+        return ScenarioError(
+            message, source=self.source, line=line_of(self.lines, path), key=_keyname(path)
+        )
+
+    def table(self, path: Path, value: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.error(path, f"expected a table, got {value!r}")
+        return value
+
+    def params(
+        self, path: Path, table: dict[str, Any], schema: dict[str, Param], what: str
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key in table:
+            if key not in schema:
+                allowed = ", ".join(sorted(schema))
+                raise self.error((*path, key), f"unknown key for {what} (allowed: {allowed})")
+        for key, p in schema.items():
+            if key in table:
+                try:
+                    out[key] = _check_type(p.kind, table[key])
+                except ValueError as exc:
+                    raise self.error((*path, key), str(exc)) from None
+            elif p.required:
+                raise self.error(path, f"{what} needs the key {key!r}")
+            else:
+                out[key] = p.default
+        return out
+
+    # -- sections ---------------------------------------
+    def load(self) -> Scenario:
+        doc = self.doc
+        for key in doc:
+            if key not in ("scenario", "machine", "programs", "tasks", "expect"):
+                raise self.error(
+                    (key,), "unknown section (allowed: scenario, machine, programs, tasks, expect)"
+                )
+        head = self.params(
+            ("scenario",),
+            self.table(("scenario",), doc.get("scenario", {})),
+            {"name": Param("str", True), "description": Param("any", default="")},
+            "[scenario]",
+        )
+        machine = self.machine()
+        programs = self.programs()
+        tasks = self.tasks()
+        expect = self.expectations()
+        sc = Scenario(
+            head["name"], str(head["description"]), machine, programs, tasks, expect, self.source
+        )
+        self.cross_check(sc)
+        return sc
+
+    def machine(self) -> MachineConfig:
+        path: Path = ("machine",)
+        p = self.params(
+            path,
+            self.table(path, self.doc.get("machine", {})),
+            {
+                "ranks": Param("int", default=1),
+                "dpus_per_rank": Param("int", default=64),
+                "chip": Param("str", default="v1B"),
+            },
+            "[machine]",
+        )
+        try:
+            return MachineConfig(p["ranks"], p["dpus_per_rank"], p["chip"])
+        except ValueError as exc:
+            raise self.error(path, str(exc)) from None
+
+    def programs(self) -> dict[str, ProgramSpec]:
+        out = {}
+        progs = self.table(("programs",), self.doc.get("programs", {}))
+        for name, raw in progs.items():
+            path: Path = ("programs", name)
+            table = self.table(path, raw)
+            kname = table.get("kernel")
+            kind = KERNELS.get(kname) if isinstance(kname, str) else None
+            if kind is None or not isinstance(kname, str):
+                known = ", ".join(sorted(KERNELS))
+                raise self.error(
+                    (*path, "kernel"),
+                    f"unknown kernel {kname!r} (built-in or registered: {known}; register "
+                    "your own with aiopim.scenario.register_kernel)",
+                )
+            p = self.params(path, table, {**PROGRAM_KEYS, **kind.params}, f"kernel {kname!r}")
+            symbols = {}
+            for sym, spec in p["symbols"].items():
+                try:
+                    symbols[sym] = _parse_symbol(spec)
+                except ValueError as exc:
+                    raise self.error((*path, "symbols", sym), str(exc)) from None
+            tasklets = p.pop("tasklets")
+            if not 1 <= tasklets <= 24:
+                raise self.error((*path, "tasklets"), "tasklets must be between 1 and 24")
+            p.pop("kernel")
+            p.pop("symbols")
+            spec = ProgramSpec(
+                name, kname, tasklets, symbols, p, line_of(self.lines, path), _keyname(path)
+            )
+            try:
+                kind.build(spec)  # the kernel checks its parameters
+            except (ValueError, DpuError) as exc:
+                raise self.error(path, str(exc)) from None
+            out[name] = spec
+        return out
+
+    def tasks(self) -> list[TaskSpec]:
+        raw = self.doc.get("tasks", [])
+        if not isinstance(raw, list) or not raw:
+            raise self.error(("tasks",), "a scenario needs at least one [[tasks]] table")
+        out = []
+        names: set[str] = set()
+        for i, t in enumerate(raw):
+            path: Path = ("tasks", i)
+            table = self.table(path, t)
+            p = self.params(
+                path,
+                table,
+                {
+                    "name": Param("str", True),
+                    "label": Param("str"),
+                    "steps": Param("any", True),
+                },
+                "a task",
+            )
+            if p["name"] in names:
+                raise self.error((*path, "name"), f"task name {p['name']!r} is used twice")
+            names.add(p["name"])
+            steps = self.steps((*path, "steps"), p["steps"])
+            out.append(TaskSpec(p["name"], p["label"] or p["name"], steps))
+        return out
+
+    def steps(self, path: Path, raw: Any) -> list[Step]:
+        if not isinstance(raw, list):
+            raise self.error(path, "expected an array of steps: [ { op = ... }, ... ]")
+        return [self.step((*path, i), s) for i, s in enumerate(raw)]
+
+    def step(self, path: Path, raw: Any) -> Step:
+        table = self.table(path, raw)
+        op = table.get("op")
+        kind = ACTIONS.get(op) if isinstance(op, str) else None
+        if kind is None or not isinstance(op, str):
+            if "op" not in table:
+                raise self.error(path, "a step needs the key 'op'")
+            known = ", ".join(sorted(ACTIONS))
+            raise self.error((*path, "op"), f"unknown action {op!r} (known: {known})")
+        p = self.params(path, table, {**STEP_KEYS, **kind.params}, f"action {op!r}")
+        given = [k for k in kind.one_of if k in table]
+        if kind.one_of and len(given) != 1:
+            raise self.error(path, f"action {op!r} needs exactly one of {', '.join(kind.one_of)}")
+        if kind.check is not None:
+            try:
+                kind.check(p)
+            except ValueError as exc:
+                key, message = exc.args if len(exc.args) == 2 else ("", str(exc))
+                raise self.error((*path, key) if key else path, message) from None
+        error = p.pop("error")
+        if error is not None and error not in DpuErrorCode.__members__:
+            raise self.error((*path, "error"), f"unknown DpuErrorCode name {error!r}")
+        at = p.pop("at")
+        p.pop("op")
+        body: list[Step] = []
+        if op == "repeat":
+            body = self.steps((*path, "steps"), p.pop("steps"))
+        return Step(op, p, at, error, line_of(self.lines, path), _keyname(path), body)
+
+    def expectations(self) -> Expectations:
+        path: Path = ("expect",)
+        raw = self.table(path, self.doc.get("expect", {}))
+        p = self.params(
+            path,
+            raw,
+            {
+                "time": Param("duration", doc="final virtual time"),
+                "error": Param("str", doc="the replay fails with this DpuErrorCode"),
+                "data": Param("any", default=[]),
+            },
+            "[expect]",
+        )
+        ex = Expectations(p["time"], self.lines.get((*path, "time")))
+        if p["error"] is not None:
+            if p["error"] not in DpuErrorCode.__members__:
+                raise self.error((*path, "error"), f"unknown DpuErrorCode name {p['error']!r}")
+            ex.error, ex.error_line = p["error"], self.lines.get((*path, "error"))
+        if not isinstance(p["data"], list):
+            raise self.error((*path, "data"), "expected an array of checks")
+        for i, d in enumerate(p["data"]):
+            dpath: Path = (*path, "data", i)
+            c = self.params(
+                dpath,
+                self.table(dpath, d),
+                {
+                    "buffer": Param("str", True),
+                    "dtype": Param("str", default="uint8"),
+                    "equals": Param("ints"),
+                    "all": Param("int"),
+                    "sum": Param("int"),
+                },
+                "a data check",
+            )
+            if c["dtype"] not in _DTYPES:
+                raise self.error((*dpath, "dtype"), f"dtype must be one of {', '.join(_DTYPES)}")
+            if sum(c[k] is not None for k in ("equals", "all", "sum")) != 1:
+                raise self.error(dpath, "a data check needs exactly one of equals, all, sum")
+            ex.data.append(
+                DataCheck(
+                    c["buffer"],
+                    c["dtype"],
+                    c["equals"],
+                    c["all"],
+                    c["sum"],
+                    line_of(self.lines, dpath),
+                    _keyname(dpath),
+                )
+            )
+        return ex
+
+    # -- references ---------------------------------------
+    def cross_check(self, sc: Scenario) -> None:
+        sets = {s.params["set"] for s in sc.iter_steps() if s.op == "alloc"}
+        signals = {s.params["event"] for s in sc.iter_steps() if s.op == "signal"}
+        buffers = {s.params["into"] for s in sc.iter_steps() if s.params.get("into") is not None}
+        for s in sc.iter_steps():
+            path = _path_of(s.key)
+            if "set" in s.params and s.op != "alloc" and s.params["set"] not in sets:
+                raise self.error(
+                    (*path, "set"), f"no alloc step creates the DPU set {s.params['set']!r}"
+                )
+            if "program" in s.params and s.params["program"] not in sc.programs:
+                raise self.error((*path, "program"), f"no [programs.{s.params['program']}] table")
+            if s.op == "wait" and s.params["event"] not in signals:
+                raise self.error(
+                    (*path, "event"), f"no signal step sets the event {s.params['event']!r}"
+                )
+        for d in sc.expect.data:
+            if d.buffer not in buffers:
+                raise self.error(
+                    (*_path_of(d.key), "buffer"),
+                    f"no copy_from step fills a buffer named {d.buffer!r} (use into = ...)",
+                )
+
+
+_DTYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64")
+
+
+def _path_of(key: str) -> Path:
+    out: list[str | int] = []
+    for m in re.finditer(r'"([^"]*)"|([A-Za-z0-9_-]+)|\[(\d+)\]', key):
+        if m.group(3) is not None:
+            out.append(int(m.group(3)))
+        else:
+            out.append(m.group(1) if m.group(1) is not None else m.group(2))
+    return tuple(out)
+
+
+def _parse_symbol(spec: Any) -> tuple[str, int]:
+    if isinstance(spec, str):
+        m = re.fullmatch(r"(wram|mram):([0-9]+)", spec.strip().lower())
+        if m:
+            size = int(m.group(2))
+            if size <= 0:
+                raise ValueError(f"a symbol size must be positive, got {size}")
+            return m.group(1), size
+    raise ValueError(f'expected "wram:BYTES" or "mram:BYTES", got {spec!r}')
+
+
+def load_scenario(path: str | os.PathLike[str]) -> Scenario:
+    """Read and validate a scenario file."""
+    from . import _actions, _kernels  # noqa: F401  (register the built-ins)
+
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    return _Loader(text, os.fspath(path)).load()
+
+
+def parse_scenario(text: str, source: str = "<string>") -> Scenario:
+    """Validate scenario TOML given as text."""
+    from . import _actions, _kernels  # noqa: F401
+
+    return _Loader(text, source).load()

@@ -1,0 +1,49 @@
+"""Timelines of emulated runs: Chrome trace JSON, Gantt plots, text summaries.
+
+>>> emu = aiopim.Emulator(record=True)                 # doctest: +SKIP
+>>> emu.run(main)                                      # doctest: +SKIP
+>>> tl = Timeline.from_emulator(emu)                   # doctest: +SKIP
+>>> write_chrome_trace(tl, "out.json"); print(summarize(tl).text())   # doctest: +SKIP
+"""
+
+from .._core._recorder import Recorder, host_task
+from ._chrome import chrome_events, chrome_trace, write_chrome_trace
+from ._gantt import COLOURS, gantt, plot_timelines, save_gantt
+from ._summary import PathStep, RankStats, Summary, critical_path, summarize
+from ._timeline import (
+    JOB_CATEGORIES,
+    DpuRun,
+    EventRenderer,
+    HostWait,
+    Instant,
+    JobRecord,
+    Slice,
+    Timeline,
+    register_event_kind,
+)
+
+__all__ = [
+    "COLOURS",
+    "JOB_CATEGORIES",
+    "DpuRun",
+    "EventRenderer",
+    "HostWait",
+    "Instant",
+    "JobRecord",
+    "PathStep",
+    "RankStats",
+    "Recorder",
+    "Slice",
+    "Summary",
+    "Timeline",
+    "chrome_events",
+    "chrome_trace",
+    "critical_path",
+    "gantt",
+    "host_task",
+    "plot_timelines",
+    "register_event_kind",
+    "save_gantt",
+    "summarize",
+    "write_chrome_trace",
+]

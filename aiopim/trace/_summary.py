@@ -1,0 +1,201 @@
+"""A compact text summary of a timeline: per-rank busy/idle, overlap, critical path."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import timing
+from ._timeline import TRANSFER_CATEGORIES, JobRecord, Timeline, merge, total
+
+
+@dataclass(frozen=True)
+class RankStats:
+    """How one rank spent the run (ps)."""
+
+    rank: int
+    busy: int  # a job or a DPU of the rank was running
+    idle: int
+    dpu: int  # at least one DPU running
+    transfer: int  # a transfer job running
+    jobs: int  # jobs that ran
+
+
+@dataclass(frozen=True)
+class PathStep:
+    """One link of the critical path."""
+
+    what: str
+    rank: int | None
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Figures of a timeline, all in picoseconds."""
+
+    end: int
+    ranks: tuple[RankStats, ...]
+    transfer: int  # time during which some transfer ran
+    overlap: int  # ... while some DPU also ran
+    dpu: int  # time during which some DPU ran
+    host_wait: int  # time during which some host task waited on the machine
+    busy_ranks_avg: float  # mean number of busy ranks while any rank is busy
+    critical_path: tuple[PathStep, ...]
+
+    def text(self) -> str:
+        """Human-readable report (deterministic)."""
+        out = [f"virtual time {_us(self.end)} us"]
+        out.append(
+            f"{'rank':>4} {'busy us':>12} {'idle us':>12} {'busy':>6} "
+            f"{'DPU us':>12} {'xfer us':>12} {'jobs':>5}"
+        )
+        for r in self.ranks:
+            pct = 100.0 * r.busy / self.end if self.end else 0.0
+            out.append(
+                f"{r.rank:>4} {_us(r.busy):>12} {_us(r.idle):>12} {pct:>5.1f}% "
+                f"{_us(r.dpu):>12} {_us(r.transfer):>12} {r.jobs:>5}"
+            )
+        share = 100.0 * self.overlap / self.transfer if self.transfer else 0.0
+        out.append(
+            f"overlap: transfers ran {_us(self.transfer)} us, {_us(self.overlap)} us of it "
+            f"({share:.1f}%) while DPUs ran"
+        )
+        out.append(
+            f"DPUs ran {_us(self.dpu)} us; {self.busy_ranks_avg:.2f} ranks busy on average "
+            f"while any was; host waited {_us(self.host_wait)} us"
+        )
+        length = sum(s.end - s.start for s in self.critical_path)
+        out.append(f"critical path: {len(self.critical_path)} steps, {_us(length)} us busy")
+        for s in self.critical_path:
+            where = "host" if s.rank is None else f"rank {s.rank}"
+            out.append(f"  {_us(s.start):>12} .. {_us(s.end):>12} us  {where:<8} {s.what}")
+        return "\n".join(out) + "\n"
+
+
+def _us(ps: int) -> str:
+    return f"{ps / 1e6:.3f}"
+
+
+def summarize(tl: Timeline) -> Summary:
+    """Compute the :class:`Summary` of ``tl``."""
+    end = tl.end_ps
+    ran = [j for j in tl.jobs if j.ran]
+    stats = []
+    busy_sets = []
+    for rank in tl.ranks:
+        busy = tl.rank_busy(rank)
+        busy_sets.append(busy)
+        xfer = merge(
+            (j.start, j.end) for j in ran if j.rank == rank and j.category in TRANSFER_CATEGORIES
+        )
+        stats.append(
+            RankStats(
+                rank,
+                total(busy),
+                end - total(busy),
+                total(tl.rank_dpu_spans(rank)),
+                total(xfer),
+                sum(1 for j in ran if j.rank == rank),
+            )
+        )
+    transfers = merge((j.start, j.end) for j in ran if j.category in TRANSFER_CATEGORIES)
+    dpus = merge((r.start, r.end) for r in tl.dpu_runs)
+    any_busy = merge(s for spans in busy_sets for s in spans)
+    per_rank_busy = sum(total(b) for b in busy_sets)
+    return Summary(
+        end,
+        tuple(stats),
+        total(transfers),
+        total(_intersect(transfers, dpus)),
+        total(dpus),
+        total(merge((w.start, w.end) for w in tl.host_waits)),
+        per_rank_busy / total(any_busy) if any_busy else 0.0,
+        tuple(critical_path(tl)),
+    )
+
+
+def _intersect(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        s, e = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if s < e:
+            out.append((s, e))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def critical_path(tl: Timeline) -> list[PathStep]:
+    """The chain of activities that set the end time, earliest first.
+
+    Walk back from the job that finished last: a job waited for the previous job of its rank,
+    for the rank's DPUs to stop (plus the completion poll), or for the host to submit it; the
+    host submitted when some job it waited for ended, or when its own work ended.
+    """
+    ran = [j for j in tl.jobs if j.ran]
+    if not ran:
+        return []
+    by_rank: dict[int, list[JobRecord]] = {}
+    for j in sorted(ran, key=lambda j: (j.start, j.seq)):
+        by_rank.setdefault(j.rank, []).append(j)
+    runs = {rank: tl.rank_dpu_spans(rank) for rank in tl.ranks}
+    work = [s for s in tl.slices if s.cat == "host_work"]
+    steps: list[PathStep] = []
+    seen: set[tuple[int, int]] = set()
+
+    def host_pred(t: int) -> JobRecord | None:
+        """What let the host act at ``t``: a job ending then, or host work (added to steps)."""
+        while True:
+            job = _latest_ending_at(ran, t, seen)
+            if job is not None:
+                return job
+            w = next((w for w in work if w.end == t and w.start < t), None)
+            if w is None:
+                return None
+            steps.append(PathStep(w.name, None, w.start, w.end))
+            t = w.start
+
+    cur: JobRecord | None = max(ran, key=lambda j: (j.end, j.start, -j.rank, j.seq))
+    while cur is not None and (cur.rank, cur.seq) not in seen:
+        seen.add((cur.rank, cur.seq))
+        steps.append(PathStep(cur.type.name, cur.rank, cur.start, cur.end))
+        start = cur.start
+        queue = by_rank[cur.rank]
+        idx = queue.index(cur)
+        prev = queue[idx - 1] if idx > 0 else None
+        if prev is not None and prev.end == start:
+            cur = prev
+            continue
+        run = _run_ending_before(runs.get(cur.rank, []), start)
+        if not cur.parallel and run is not None and (prev is None or prev.end <= run[1]):
+            steps.append(PathStep("DPUs running", cur.rank, run[0], run[1]))
+            cur = next(
+                (j for j in queue if j.end == run[0] and j.category == "launch"),
+                None,
+            )
+            continue
+        cur = host_pred(start) if cur.submit == start else None
+    steps.reverse()
+    return steps
+
+
+def _run_ending_before(spans: list[tuple[int, int]], t: int) -> tuple[int, int] | None:
+    """The DPU run whose end (plus the completion poll) released a job starting at ``t``."""
+    best = None
+    for s, e in spans:
+        if e <= t and t - e <= timing.COMPLETION_POLL_LATENCY_PS:
+            best = (s, e)
+    return best
+
+
+def _latest_ending_at(
+    jobs: list[JobRecord], t: int, seen: set[tuple[int, int]]
+) -> JobRecord | None:
+    cands = [j for j in jobs if j.end == t and (j.rank, j.seq) not in seen]
+    if not cands:
+        return None
+    return max(cands, key=lambda j: (j.start, -j.rank, j.seq))
