@@ -259,10 +259,9 @@ class _Run:
     def transfer(self, i: int, op: Transfer) -> int | None:
         space = self.space(op.symbol)
         single = isinstance(op.target, tuple)
-        if op.flags & DPU_XFER_PARALLEL and not single:
-            # v1B only (parallel WRAM access); WRAM only
-            if self.m.machine.chip != "v1B" or space is not MemorySpace.WRAM:
-                return int(DpuErrorCode.DPU_ERR_INVALID_PARALLEL_MEMORY_TRANSFER)
+        no_parallel_path = self.m.machine.chip != "v1B" or space is not MemorySpace.WRAM
+        if op.flags & DPU_XFER_PARALLEL and not single and no_parallel_path:
+            return int(DpuErrorCode.DPU_ERR_INVALID_PARALLEL_MEMORY_TRANSFER)
         parallel = bool(op.flags & DPU_XFER_PARALLEL) and not single
         wait = not op.flags & DPU_XFER_ASYNC
         ranks = self.ranks_of(op.target)
