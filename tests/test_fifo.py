@@ -18,6 +18,7 @@ from aiopim.dpu import FifoDecl
 from aiopim.host import InputFifo, OutputFifo
 from aiopim.sdk import (
     DPU_ASYNCHRONOUS,
+    DPU_CALLBACK_PARALLEL,
     DPU_ERR_DPU_FAULT,
     DPU_ERR_INTERNAL,
     DPU_ERR_INVALID_DPU_SET,
@@ -34,11 +35,13 @@ from aiopim.sdk import (
     DpuError,
     DpuSet,
     dpu_alloc,
+    dpu_callback,
     dpu_fifo_link_free,
     dpu_fifo_prepare_xfer,
     dpu_fifo_push_xfer,
     dpu_fifo_set_push_max_retries,
     dpu_fifo_set_time_for_push_retries,
+    dpu_foreach,
     dpu_launch,
     dpu_link_input_fifo,
     dpu_link_output_fifo,
@@ -738,3 +741,39 @@ def test_every_pushed_element_comes_back_exactly_once(
 
 def _wr(link: Any, d: Any) -> int:
     return u64(d, link.struct.offset + 8)
+
+
+def test_blocking_callback_drains_inline_on_its_own_rank(backend: str) -> None:
+    """A synchronous flush from a blocking callback runs inline (spec §3.4), not behind it."""
+
+    async def main() -> list[int]:
+        dpus = await dpu_alloc(2, "")
+        await dpu_load(dpus, echo_program(2, "all", ptr_in=3, ptr_out=3))
+        fin = dpu_link_input_fifo(dpus, "fin")
+        fout = dpu_link_output_fifo(dpus, "fout")
+        rings = [np.zeros(fout.ring_bytes, np.uint8) for _ in range(2)]
+        got: list[int] = []
+
+        async def drain(rank: DpuSet, rank_id: int, _: Any) -> int:
+            for (dpu, _i), ring in zip(dpu_foreach(rank), rings, strict=True):
+                dpu_fifo_prepare_xfer(dpu, fout, ring)
+            await dpu_fifo_push_xfer(rank, fout, DPU_XFER_DEFAULT)  # inline: we hold the rank
+            for dpu, i in dpu_foreach(rank):
+                n = get_fifo_size(fout, dpu)
+                got.extend(
+                    int(get_fifo_elem(fout, dpu, rings[i], k).view(np.uint64)[1]) for k in range(n)
+                )
+            return 0
+
+        await dpu_launch(dpus, DPU_ASYNCHRONOUS)
+        for x in range(5):
+            dpu_fifo_prepare_xfer(dpus, fin, np.array([x], np.uint64))
+            await dpu_fifo_push_xfer(dpus, fin, DPU_XFER_DEFAULT)
+        await aiopim.current_emulator().delay(200 * US)
+        await dpu_callback(dpus, drain, None, DPU_CALLBACK_PARALLEL)
+        await dpus.copy_to("active", np.zeros(1, np.uint64), parallel=True)
+        await dpu_sync(dpus)
+        return got
+
+    got = aiopim.run(main, backend=backend, machine=machine(1, 2))
+    assert sorted(got) == sorted([3 * x + 1 for x in range(5)] * 2)
