@@ -163,6 +163,11 @@ LOAD_JOB_LATENCY_PS = 100 * PS_PER_US
 CALLBACK_JOB_LATENCY_PS = 1 * PS_PER_US
 
 
+#: v1A's linker script skips the first 200 atomic bits ("issue on ATOMIC HW buffer on v1A"),
+#: leaving 56 for mutexes. [T] DPURTE.cpp (spec §5.1)
+V1A_ATOMIC_DISPLACEMENT = 200
+
+
 @dataclass(frozen=True)
 class ChipProfile:
     """Characteristics of one DPU hardware version (spec §5.1)."""
@@ -175,6 +180,11 @@ class ChipProfile:
     mram_size: int
     atomic_bits: int
     supports_parallel_wram: bool
+
+    @property
+    def user_atomic_bits(self) -> int:
+        """Atomic bits a program may use (mutexes, locks): v1A's linker skips 200 of its 256."""
+        return self.atomic_bits - (V1A_ATOMIC_DISPLACEMENT if self.name == "v1A" else 0)
 
     @property
     def cycle_ps(self) -> float:

@@ -12,7 +12,7 @@ from runtime_helpers import host_array, run_dpu
 import aiopim
 from aiopim import timing
 from aiopim.dpu import EALREADY, MutexPoolDecl, VMutexDecl
-from aiopim.sdk import DPU_ERR_TOO_MANY_TASKLETS, DpuError
+from aiopim.sdk import DPU_ERR_ELF_INVALID_FILE, DPU_ERR_TOO_MANY_TASKLETS, DpuError
 
 
 # --- NR_TASKLETS -------------------------------------------------------------------------------
@@ -31,6 +31,25 @@ def test_too_many_tasklets_at_load(chip: str, limit: int) -> None:
 
 async def _noop(t: aiopim.Tasklet) -> None:
     return None
+
+
+@pytest.mark.parametrize(("chip", "budget"), [("v1A", 56), ("v1B", 64)])
+def test_atomic_bit_budget_at_load(chip: str, budget: int) -> None:
+    """Mutexes, pool mutexes and the locks of barriers, semaphores and printf share the bits."""
+    fits = aiopim.Program("fits", stdio=True)
+    fits.barrier("b")
+    fits.semaphore("s", 1)
+    fits.mutex_pool("pool", 16)
+    for i in range(budget - 16 - 3):
+        fits.mutex(f"m{i}")
+    fits.main(_noop)
+    assert fits.atomic_bits() == budget
+    assert run_dpu(fits, chip=chip).error is None
+    fits.mutex("one_too_many")
+    with pytest.raises(DpuError) as e:
+        run_dpu(fits, chip=chip)
+    assert e.value.code == DPU_ERR_ELF_INVALID_FILE
+    assert f"needs {budget + 1} atomic bits" in str(e.value)
 
 
 # --- persistence across boots ------------------------------------------------------------------

@@ -102,6 +102,10 @@ class DpuProgram(ABC):
     def check_fits(self, wram_size: int, nr_threads: int) -> None:  # noqa: B027
         """Raise :class:`DpuError` if the program cannot run on this hardware."""
 
+    def atomic_bits(self) -> int:
+        """Atomic bits the program's mutexes and locks take (0 when unknown)."""
+        return 0
+
     @abstractmethod
     def boot(self, dpu: Dpu) -> None:
         """Start executing on ``dpu`` (called by a launch job at the current virtual time)."""

@@ -129,6 +129,7 @@ class Program(DpuProgram):
         self._layout: dict[str, int] | None = None
         self._symbols: dict[str, Symbol] | None = None
         self._fifos: list[FifoDecl] = []
+        self._atomic_bits = 0
         self.heap_start = 0
         self.host("CLOCKS_PER_SEC", np.uint32)
 
@@ -177,10 +178,12 @@ class Program(DpuProgram):
 
     def barrier(self, name: str, count: int | None = None) -> BarrierDecl:
         """``BARRIER_INIT(name, count)``; ``count`` defaults to NR_TASKLETS."""
+        self._atomic_bits += 1  # its lock
         return BarrierDecl(name, count)
 
     def mutex(self, name: str) -> MutexDecl:
         """``MUTEX_INIT(name)``."""
+        self._atomic_bits += 1
         return MutexDecl(name)
 
     def input_fifo(self, name: str, ptr_size: int, data_size: int) -> FifoDecl:
@@ -203,15 +206,21 @@ class Program(DpuProgram):
 
     def semaphore(self, name: str, count: int) -> SemaphoreDecl:
         """``SEMAPHORE_INIT(name, count)``."""
-        return SemaphoreDecl(name, count)
+        decl = SemaphoreDecl(name, count)
+        self._atomic_bits += 1  # its lock
+        return decl
 
     def mutex_pool(self, name: str, nb_mutexes: int) -> MutexPoolDecl:
         """``MUTEX_POOL_INIT(name, nb_mutexes)`` (a power of 2)."""
-        return MutexPoolDecl(name, nb_mutexes)
+        decl = MutexPoolDecl(name, nb_mutexes)
+        self._atomic_bits += nb_mutexes
+        return decl
 
     def vmutex(self, name: str, nb_vmutexes: int, nb_mutexes: int) -> VMutexDecl:
         """``VMUTEX_INIT(name, nb_vmutexes, nb_mutexes)``."""
-        return VMutexDecl(name, nb_vmutexes, nb_mutexes)
+        decl = VMutexDecl(name, nb_vmutexes, nb_mutexes)
+        self._atomic_bits += nb_mutexes
+        return decl
 
     def main(self, fn: MainFn) -> MainFn:
         """Decorator: the entry point every tasklet runs."""
@@ -315,6 +324,9 @@ class Program(DpuProgram):
                 MemoryImage(at, f.struct_image(at, layout[f.data.name], layout[f.tmp_data.name]))
             )
         return images
+
+    def atomic_bits(self) -> int:
+        return self._atomic_bits + (1 if self.stdio else 0)  # printf's lock
 
     def check_fits(self, wram_size: int, nr_threads: int) -> None:
         self._lay_out()
