@@ -32,8 +32,8 @@ from ._program import MemorySpace, Symbol
 from ._rank import Job, Rank
 
 if TYPE_CHECKING:
-    from ._recorder import Recorder
     from ._dpu import Dpu
+    from ._recorder import Recorder
     from ._set import DpuSetBase
 
 E = DpuErrorCode

@@ -14,7 +14,15 @@ from ..host import DpuSet
 from ._actions import TARGET, _target_check
 from ._kernels import base_program
 from ._replay import ReplayContext
-from ._spec import ActionKind, KernelKind, Param, ProgramSpec, Step, register_action, register_kernel
+from ._spec import (
+    ActionKind,
+    KernelKind,
+    Param,
+    ProgramSpec,
+    Step,
+    register_action,
+    register_kernel,
+)
 
 _MASK64 = 0xFFFF_FFFF_FFFF_FFFF
 
@@ -140,11 +148,7 @@ async def _fifo_drain(ctx: ReplayContext, step: Step) -> None:
 def _check_words(key: str, v: Any) -> None:
     if isinstance(v, int) and not isinstance(v, bool):
         return
-    if (
-        isinstance(v, list)
-        and v
-        and all(isinstance(w, int) and not isinstance(w, bool) for w in v)
-    ):
+    if isinstance(v, list) and v and all(isinstance(w, int) and not isinstance(w, bool) for w in v):
         return
     raise ValueError(key, f"expected an integer or a list of integers (64-bit words), got {v!r}")
 
@@ -252,6 +256,10 @@ def _stream(spec: ProgramSpec) -> Program:
         if t.me():
             return
         flag = t.view(active)
+
+        def room() -> bool:
+            return fout is None or not t.is_output_fifo_full(fout)
+
         while True:
             await t.poll_until(
                 lambda: not t.is_input_fifo_empty(fin) or not flag[0],
@@ -263,18 +271,15 @@ def _stream(spec: ProgramSpec) -> Program:
                 return
             t.compute(per_element)
             if fout is not None:
-                o = fout
-                await t.poll_until(
-                    lambda: not t.is_output_fifo_full(o), o, label="output FIFO 'output_fifo'"
-                )
+                await t.poll_until(room, fout, label="output FIFO 'output_fifo'")
                 head = t.input_fifo_peek(fin)
-                out = t.tmp_data(o)
+                out = t.tmp_data(fout)
                 out[:] = 0
                 n = min(len(out), len(head))
                 out[:n] = head[:n]
                 word = out[:8].view(np.uint64)
                 word[0] = (int(word[0]) + add) & _MASK64
-                t.output_fifo_push(o, out)
+                t.output_fifo_push(fout, out)
             t.input_fifo_pop(fin)
 
     return prog

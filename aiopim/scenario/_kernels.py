@@ -128,9 +128,7 @@ def _recorded_fifos(prog: Program, table: dict[str, Any]) -> dict[str, FifoDecl]
     out: dict[str, FifoDecl] = {}
     for name, d in table.items():
         if not isinstance(d, dict) or set(d) != {"direction", "ptr_size", "data_size"}:
-            raise ValueError(
-                f"fifos.{name} must be a table with direction, ptr_size and data_size"
-            )
+            raise ValueError(f"fifos.{name} must be a table with direction, ptr_size and data_size")
         if d["direction"] not in ("input", "output"):
             raise ValueError(f'fifos.{name}.direction must be "input" or "output"')
         declare = prog.input_fifo if d["direction"] == "input" else prog.output_fifo
@@ -153,7 +151,7 @@ def _recorded_pointers(
         for k, writes in enumerate(launches):
             checked: list[tuple[int, str, int]] = []
             for w in writes if isinstance(writes, list) else [None]:
-                ok = (
+                if not (
                     isinstance(w, list)
                     and len(w) == 3
                     and isinstance(w[0], int)
@@ -161,8 +159,7 @@ def _recorded_pointers(
                     and isinstance(w[2], int)
                     and 0 <= w[0] <= durations[k]
                     and 0 <= w[2] < 1 << 64
-                )
-                if not ok:
+                ):
                     raise ValueError(
                         f"pointers.{dpu}[{k}]: expected [offset ps within the run, FIFO name, "
                         f"pointer value], got {w!r}"

@@ -405,8 +405,8 @@ class OpRecorder:
     def _program(self, name: str, prog: DpuProgram) -> list[str]:
         fifos = _fifo_decls(prog)
         skip = {"CLOCKS_PER_SEC", DPU_MRAM_HEAP_POINTER_NAME}
-        for f in fifos:
-            skip |= {f, f"__{f}_data"}
+        for fifo_name in fifos:
+            skip |= {fifo_name, f"__{fifo_name}_data"}
         symbols: dict[str, str] = {}
         for sym in prog.symbols().values():
             if sym.name in skip:
@@ -415,9 +415,7 @@ class OpRecorder:
                 raise RecordingError(f"program {name!r}: IRAM symbol {sym.name!r} not supported")
             symbols[sym.name] = f"{sym.space.value.lower()}:{sym.size}"
         # the recorded kernel declares the FIFOs again, which writes their structs at load
-        image = sum(len(im.data) for im in prog.images()) - sum(
-            f["size"] for f in fifos.values()
-        )
+        image = sum(len(im.data) for im in prog.images()) - sum(f["size"] for f in fifos.values())
         runs: dict[str, list[int]] = {}
         spans: dict[tuple[int, int], list[tuple[int, int]]] = {}
         rec = self.emulator.recorder
@@ -462,13 +460,13 @@ class OpRecorder:
                 for launch in writes:
                     launch.sort(key=lambda w: (w[0], w[1]))
             every = {d: pointers.get(d, [[] for _ in v]) for d, v in runs.items()}
-            common, _ = Counter(_value(v) for v in every.values()).most_common(1)[0]
+            usual, _ = Counter(_value(v) for v in every.values()).most_common(1)[0]
             out.append(f"[programs.{_key(name)}.pointers]")
-            out.append(f"all = {common}")
+            out.append(f"all = {usual}")
             out.extend(
                 f"{_key(dname)} = {_value(every[dname])}"
                 for dname in sorted(every, key=_dpu_order)
-                if _value(every[dname]) != common
+                if _value(every[dname]) != usual
             )
         return out
 
@@ -501,8 +499,8 @@ class OpRecorder:
             runs = spans.get((rank, dpu), [])
             dname = self.emulator.rank(rank).dpus[dpu].name
             current, bound = 0, -1
-            for t, kind, value in sorted(items):
-                if kind == 0:
+            for t, phase, value in sorted(items):
+                if phase == 0:
                     current, bound = 0, t
                     continue
                 if value != current:

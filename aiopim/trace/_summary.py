@@ -85,11 +85,11 @@ class Summary:
                 f"{'rank':>4} {'pushes':>8} {'elements':>9} {'retries':>8} {'FULL':>5} "
                 f"{'flushes':>8} {'drained':>8}"
             )
-            for f in self.fifo:
-                out.append(
-                    f"{f.rank:>4} {f.pushes:>8} {f.pushed:>9} {f.retries:>8} {f.full:>5} "
-                    f"{f.flushes:>8} {f.drained:>8}"
-                )
+            out.extend(
+                f"{f.rank:>4} {f.pushes:>8} {f.pushed:>9} {f.retries:>8} {f.full:>5} "
+                f"{f.flushes:>8} {f.drained:>8}"
+                for f in self.fifo
+            )
         length = sum(s.end - s.start for s in self.critical_path)
         out.append(f"critical path: {len(self.critical_path)} steps, {_us(length)} us busy")
         for s in self.critical_path:
