@@ -418,6 +418,8 @@ def test_shipped_scenarios_exist() -> None:
         "async_vs_parallel_async",
         "async_vs_parallel_parallel",
         "double_buffered_pipeline",
+        "keysum_fifo",
+        "fifo_backpressure",
     } <= names
 
 
@@ -595,6 +597,24 @@ def test_cli_replay_writes_trace_gantt_summary(
     out = capsys.readouterr().out
     assert "async-vs-parallel: parallel: replayed on asyncio, virtual time" in out
     assert "critical path:" in out and "overlap: transfers ran" in out
+
+
+@pytest.mark.parametrize("backend_name", ["asyncio", "trio"])
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_cli_replays_every_shipped_scenario(
+    path: Path, backend_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("matplotlib", reason="matplotlib (extra 'plot') is not installed")
+    trace, png = tmp_path / "out.json", tmp_path / "out.png"
+    argv = ["replay", str(path), "--backend", backend_name, "--trace", str(trace)]
+    rc = cli_main([*argv, "--gantt", str(png), "--summary", "--no-progress"])
+    assert rc == 0
+    assert trace.read_bytes() == (GOLDEN / f"{path.stem}.json").read_bytes()
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    out = capsys.readouterr().out
+    assert f"replayed on {backend_name}, virtual time" in out
+    assert "critical path:" in out
+    assert ("WRAM FIFOs:" in out) == ("fifo" in path.stem)
 
 
 def test_cli_replay_reports_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

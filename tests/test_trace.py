@@ -256,11 +256,11 @@ def test_summary_figures() -> None:
 def test_extension_event_kinds() -> None:
     """Unknown kinds show as instants; a registered renderer draws them its own way."""
     rec = Recorder()
-    rec.add("fifo_push", rank=1, dpu=3, retries=2)
+    rec.add("dma_stall", rank=1, dpu=3, retries=2)
     rec.add("fifo_note", text="hello")
     tl = Timeline.from_recorder(rec)
     assert [(i.pid, i.name, dict(i.args)) for i in tl.instants] == [
-        (2, "fifo_push", {"rank": 1, "dpu": 3, "retries": 2}),
+        (2, "dma_stall", {"rank": 1, "dpu": 3, "retries": 2}),
         (0, "fifo_note", {"text": "hello"}),
     ]
 

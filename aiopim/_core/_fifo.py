@@ -22,6 +22,7 @@ from ._ops import (
     DPU_XFER_ASYNC,
     DPU_XFER_NO_RESET,
     _inline_ranks,
+    _logged,
     _submit,
     common_program,
     get_symbol,
@@ -32,6 +33,7 @@ from ._rank import Job, Rank
 
 if TYPE_CHECKING:
     from ._dpu import Dpu
+    from ._recorder import Recorder
     from ._set import DpuSetBase
 
 E = DpuErrorCode
@@ -221,6 +223,7 @@ def fifo_elem(link: FifoLink, dpu: Dpu, buf: Any, i: int) -> Bytes:
 # ================================================================================================
 # the push job
 # ================================================================================================
+@_logged("fifo_push_xfer")
 async def fifo_push_xfer(dset: DpuSetBase, link: FifoLink, flags: int) -> None:
     """``dpu_fifo_push_xfer``: one PARALLEL_FIFO_PUSH or _FLUSH job per rank."""
     emu = dset.emulator
@@ -331,6 +334,29 @@ def _is_full(rd: int, wr: int, mask: int) -> bool:
     return (rd & mask) == (wr & mask) and rd != wr
 
 
+def _record_ptrs(
+    rec: Recorder,
+    rank: Rank,
+    link: FifoLink,
+    pairs: dict[int, tuple[int, int]] | np.ndarray,
+    dpus: list[Dpu],
+    *,
+    read: bool,
+) -> None:
+    """Record the pointer pairs the host holds: just read from WRAM, or after its own writes."""
+    idx = tuple([d.index for d in dpus])
+    rec.add(
+        "fifo_ptrs",
+        rank=rank.index,
+        fifo=link.name,
+        input=link.is_input,
+        read=read,
+        dpus=idx,
+        rd=tuple([int(pairs[i][0]) for i in idx]),
+        wr=tuple([int(pairs[i][1]) for i in idx]),
+    )
+
+
 async def _push_input(
     link: FifoLink, rank: Rank, dpus: list[Dpu], buffers: dict[int, Bytes]
 ) -> tuple[DpuErrorCode, str]:
@@ -339,6 +365,7 @@ async def _push_input(
     mask, size = link.capacity - 1, link.data_size
     s, data = link.struct.offset, link.data.offset
     rec = rank.emulator.recorder
+    t0 = rank.kernel.now if rec is not None else 0
     todo = [d for d in dpus if d.index in buffers]
     first, retry, n_retries = True, False, 0
     while True:
@@ -346,13 +373,23 @@ async def _push_input(
         ptrs = {d.index: (_u64(d, s + _READ_PTR), _u64(d, s + _WRITE_PTR)) for d in dpus}
         for idx, (rd, wr) in ptrs.items():
             rf.ptrs[idx] = (rd, wr)
+        if rec is not None:
+            _record_ptrs(rec, rank, link, rf.ptrs, dpus, read=True)
         if first:
             first = False
             none_full = not any(_is_full(rd, wr, mask) for rd, wr in ptrs.values())
             if none_full and len({wr & mask for _, wr in ptrs.values()}) == 1:
                 await _fast_push(link, dpus, buffers, ptrs)
                 if rec is not None:
-                    rec.add("fifo_push", rank=rank.index, fifo=link.name, dpus=len(todo), retries=0)
+                    _record_ptrs(rec, rank, link, rf.ptrs, dpus, read=False)
+                    rec.add(
+                        "fifo_push",
+                        rank=rank.index,
+                        fifo=link.name,
+                        start=t0,
+                        dpus=len(todo),
+                        retries=0,
+                    )
                 return E.DPU_OK, ""
         full: list[Dpu] = []
         pushed: list[Dpu] = []
@@ -370,6 +407,8 @@ async def _push_input(
             _set_u64(d, s + _WRITE_PTR, wr + 1)
             rf.ptrs[d.index] = (rd, wr + 1)
             pushed.append(d)
+        if rec is not None and pushed:
+            _record_ptrs(rec, rank, link, rf.ptrs, dpus, read=False)
         todo = full
         if retry:  # sticky once set (QUIRK reproduced, spec §4.3 step 4)
             n_retries += 1
@@ -381,7 +420,12 @@ async def _push_input(
             if n_retries > rf.max_retries:
                 if rec is not None:
                     rec.add(
-                        "fifo_full", rank=rank.index, fifo=link.name, dpus=[d.index for d in full]
+                        "fifo_full",
+                        rank=rank.index,
+                        fifo=link.name,
+                        start=t0,
+                        retries=n_retries,
+                        dpus=[d.index for d in full],
                     )
                 return E.DPU_ERR_WRAM_FIFO_FULL, (
                     f"input FIFO {link.name!r} still full on DPU(s) "
@@ -395,6 +439,7 @@ async def _push_input(
                     "fifo_push",
                     rank=rank.index,
                     fifo=link.name,
+                    start=t0,
                     dpus=len(buffers),
                     retries=n_retries,
                 )
@@ -435,10 +480,14 @@ async def _flush_output(
     """``dpu_copy_from_wram_fifo``: copy every ring, then ``read_ptr := write_ptr``."""
     rf = link.rank_fifo(rank)
     s, ring = link.struct.offset, link.ring_bytes
+    rec = rank.emulator.recorder
+    t0 = rank.kernel.now if rec is not None else 0
     await Delay(timing.parallel_wram_access_ps(16 * len(dpus)))
     ptrs = {d.index: (_u64(d, s + _READ_PTR), _u64(d, s + _WRITE_PTR)) for d in dpus}
     for idx, pair in ptrs.items():
         rf.ptrs[idx] = pair
+    if rec is not None:
+        _record_ptrs(rec, rank, link, ptrs, dpus, read=True)
     fills = {idx: (wr - rd) & _MASK64 for idx, (rd, wr) in ptrs.items()}
     if max(fills.values(), default=0) > 0:
         await Delay(timing.parallel_wram_access_ps(ring * len(buffers)))
@@ -458,7 +507,16 @@ async def _flush_output(
             )
         for d in dpus:
             _set_u64(d, s + _READ_PTR, ptrs[d.index][1])
-    rec = rank.emulator.recorder
     if rec is not None:
-        rec.add("fifo_flush", rank=rank.index, fifo=link.name, elements=sum(fills.values()))
+        if max(fills.values(), default=0) > 0:
+            emptied = {i: (wr, wr) for i, (_, wr) in ptrs.items()}
+            _record_ptrs(rec, rank, link, emptied, dpus, read=False)
+        rec.add(
+            "fifo_flush",
+            rank=rank.index,
+            fifo=link.name,
+            start=t0,
+            dpus=len(buffers),
+            elements=sum(fills.values()),
+        )
     return E.DPU_OK, ""

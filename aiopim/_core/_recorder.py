@@ -8,9 +8,10 @@ Kinds: ``job_submit``/``job_start``/``job_end``/``job_flush`` (every job of ever
 ``dpu_run`` (one DPU ran from ``start`` to the event time), ``host_wait`` (a host task was
 blocked from ``start`` on the machine), ``callback`` (a callback's host function ran from
 ``start``), ``host_work`` (a host task computed from ``start``), ``counter`` (a named value
-changed). Extensions (FIFO pushes, retries, drains)
-use :meth:`Recorder.add` or :meth:`Recorder.counter`; ``aiopim.trace.register_event_kind``
-tells the exporters how to draw them.
+changed). Extensions use :meth:`Recorder.add` or :meth:`Recorder.counter`;
+``aiopim.trace.register_event_kind`` tells the exporters how to draw them. The WRAM FIFOs
+(``_fifo.py``) add ``fifo_push``, ``fifo_retry``, ``fifo_full``, ``fifo_flush`` and
+``fifo_ptrs`` (the pointer pairs the host read or wrote; ``aiopim.scenario.record`` uses them).
 """
 
 from __future__ import annotations

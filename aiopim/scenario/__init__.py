@@ -6,7 +6,7 @@ run into a scenario whose replay produces the same trace. New host actions and D
 plug in with :func:`register_action` and :func:`register_kernel`.
 """
 
-from . import _actions, _kernels  # noqa: F401  (register the built-ins)
+from . import _actions, _fifo, _kernels  # noqa: F401  (register the built-ins)
 from ._record import Recording, record
 from ._replay import Progress, Replay, ReplayContext, check_expectations, replay
 from ._spec import (

@@ -47,11 +47,14 @@ def _xfer_flags(p: dict[str, Any]) -> int:
 
 
 def fill_buffer(nbytes: int, fill: Any) -> np.ndarray:
-    """``nbytes`` bytes whose 32-bit words are ``fill`` (an integer) or 0, 1, 2, ... (iota)."""
+    """``nbytes`` bytes whose 32-bit words are ``fill`` (an integer), 0, 1, 2, ... (``"iota"``)
+    or 0, 1, ..., N-1, 0, 1, ... (``"iota%N"``)."""
     out = np.zeros(nbytes, np.uint8)
     words = out[: nbytes - nbytes % 4].view(np.uint32)
     if fill == "iota":
         words[:] = np.arange(words.size, dtype=np.uint32)
+    elif isinstance(fill, str) and fill.startswith("iota%"):
+        words[:] = np.arange(words.size, dtype=np.uint32) % np.uint32(int(fill[5:]))
     else:
         words[:] = np.uint32(int(fill) & 0xFFFFFFFF)
     return out
@@ -229,7 +232,7 @@ for _kind in (
         "copy_to",
         {
             **XFER,
-            "fill": Param("fill", default=0, doc='32-bit word value, or "iota"'),
+            "fill": Param("fill", default=0, doc='32-bit word value, "iota" or "iota%N"'),
             "broadcast": Param("bool", default=False, doc="dpu_broadcast_to one buffer"),
         },
         _copy_to,

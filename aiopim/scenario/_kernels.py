@@ -1,4 +1,4 @@
-"""Built-in scenario kernels: ``cycles``, ``sum`` and ``recorded``."""
+"""Built-in scenario kernels: ``cycles``, ``sum`` and ``recorded`` (FIFO kernels: ``_fifo``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import numpy as np
 from .. import timing
 from .._core._kernel import Delay
 from .._core._program import DPU_MRAM_HEAP_POINTER_NAME
-from ..dpu import DpuFault, Program, Tasklet
+from ..dpu import DpuFault, FifoDecl, Program, Tasklet
+from ..dpu._fifo import READ_PTR, WRITE_PTR
 from ._spec import KernelKind, Param, ProgramSpec, parse_duration, register_kernel
 
 
@@ -90,6 +91,8 @@ def _recorded(spec: ProgramSpec) -> Program:
             raise ValueError(f"runs.{dpu} must be a list of durations, one per launch")
         runs[dpu] = [parse_duration(v) for v in values]
     default = runs.get("all")
+    fifos = _recorded_fifos(prog, spec.params["fifos"])
+    pointers = _recorded_pointers(spec.params["pointers"], fifos, runs)
     boots: dict[str, int] = {}
 
     @prog.main
@@ -102,10 +105,68 @@ def _recorded(spec: ProgramSpec) -> Program:
         durations: Any = runs.get(name, default)
         if durations is None or k >= len(durations):
             raise DpuFault(f"the recording has no run #{k + 1} for DPU {name}")
-        if durations[k]:
-            await Delay(durations[k])
+        writes = pointers.get(name, pointers.get("all", []))
+        elapsed = 0
+        for offset, fifo, value in writes[k] if k < len(writes) else ():
+            if offset > durations[k]:
+                raise DpuFault(f"a recorded FIFO pointer write of DPU {name} is after its run")
+            if offset > elapsed:
+                await Delay(offset - elapsed)
+                elapsed = offset
+            decl = fifos[fifo]
+            addr = prog.address_of(decl.struct) + (WRITE_PTR if decl.output else READ_PTR)
+            t.wram[addr : addr + 8].view(np.uint64)[0] = value
+            t.dpu.wram_written(addr, 8)
+        if durations[k] > elapsed:
+            await Delay(durations[k] - elapsed)
 
     return prog
+
+
+def _recorded_fifos(prog: Program, table: dict[str, Any]) -> dict[str, FifoDecl]:
+    """Declare the FIFOs of a recorded program (``fifos = { name = { direction, ... } }``)."""
+    out: dict[str, FifoDecl] = {}
+    for name, d in table.items():
+        if not isinstance(d, dict) or set(d) != {"direction", "ptr_size", "data_size"}:
+            raise ValueError(f"fifos.{name} must be a table with direction, ptr_size and data_size")
+        if d["direction"] not in ("input", "output"):
+            raise ValueError(f'fifos.{name}.direction must be "input" or "output"')
+        declare = prog.input_fifo if d["direction"] == "input" else prog.output_fifo
+        out[name] = declare(name, d["ptr_size"], d["data_size"])
+    return out
+
+
+def _recorded_pointers(
+    table: dict[str, Any], fifos: dict[str, FifoDecl], runs: dict[str, list[int]]
+) -> dict[str, list[list[tuple[int, str, int]]]]:
+    """``pointers = { "r.c.m" = [[[offset ps, fifo, value], ...] per launch] }``, checked."""
+    out: dict[str, list[list[tuple[int, str, int]]]] = {}
+    for dpu, launches in table.items():
+        durations = runs.get(dpu, runs.get("all", []))
+        if dpu == "all":  # checked against every DPU's runs when it boots
+            durations = [max(d) for d in zip(*runs.values(), strict=False)] if runs else []
+        if not isinstance(launches, list) or len(launches) > len(durations):
+            raise ValueError(f"pointers.{dpu} must be a list with one list per recorded run")
+        out[dpu] = []
+        for k, writes in enumerate(launches):
+            checked: list[tuple[int, str, int]] = []
+            for w in writes if isinstance(writes, list) else [None]:
+                if not (
+                    isinstance(w, list)
+                    and len(w) == 3
+                    and isinstance(w[0], int)
+                    and w[1] in fifos
+                    and isinstance(w[2], int)
+                    and 0 <= w[0] <= durations[k]
+                    and 0 <= w[2] < 1 << 64
+                ):
+                    raise ValueError(
+                        f"pointers.{dpu}[{k}]: expected [offset ps within the run, FIFO name, "
+                        f"pointer value], got {w!r}"
+                    )
+                checked.append((w[0], w[1], w[2]))
+            out[dpu].append(sorted(checked, key=lambda x: x[0]))
+    return out
 
 
 register_kernel(
@@ -135,6 +196,8 @@ register_kernel(
         {
             "runs": Param("table", True, doc="DPU name (or `all`) -> run durations per launch"),
             "image_bytes": Param("count", default=0, doc="bytes written by dpu_load"),
+            "fifos": Param("table", default={}, doc="WRAM FIFOs: name -> geometry"),
+            "pointers": Param("table", default={}, doc="DPU-side FIFO pointer writes"),
         },
         _recorded,
         "replays recorded DPU run durations exactly (written by aiopim record)",

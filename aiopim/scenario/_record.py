@@ -25,12 +25,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import numpy as np
 
-from .._core import _ops
+from .. import timing
+from .._core import _fifo, _ops
 from .._core._emulator import Emulator
 from .._core._errors import DpuError
 from .._core._machine import MachineConfig
-from .._core._program import DPU_MRAM_HEAP_POINTER_NAME, DpuProgram, MemorySpace, Symbol
+from .._core._program import (
+    DPU_MRAM_HEAP_POINTER_NAME,
+    DpuProgram,
+    MemoryImage,
+    MemorySpace,
+    Symbol,
+)
 from .._core._recorder import host_task_label
 from .._core._set import DpuSetBase
 from ..trace import Timeline, chrome_trace
@@ -59,6 +67,11 @@ class OpRecorder:
         self.roots: list[tuple[str, DpuSetBase]] = []
         self.programs: dict[str, DpuProgram] = {}
         self.problems: list[str] = []
+        #: FIFO links seen by pushes: id -> (scenario name, link, retry settings written)
+        self.links: dict[int, tuple[str, _fifo.FifoLink, tuple[int, int]]] = {}
+        #: completed loads: (virtual time, DPUs as (rank, index))
+        self.loads: list[tuple[int, list[tuple[int, int]]]] = []
+        self._task = 0
 
     # -- OpLog ---------------------------------------
     def run(
@@ -90,6 +103,7 @@ class OpRecorder:
             self.tasks.append((host_task_label.get(), []))
         emu = self.emulator
         step: dict[str, Any] = {"op": op, "at": emu.now_ps}
+        self._task = idx
         args = self._describe(step, op, args)
         self.tasks[idx][1].append(step)
         token = _in_op.set(True)
@@ -104,6 +118,8 @@ class OpRecorder:
         step["_end"] = emu.now_ps
         if op == "alloc":
             self.roots.append((step["set"], result))
+        elif op == "load":
+            self.loads.append((emu.now_ps, [(d.rank.index, d.index) for d in args[0].dpu_list]))
         return result
 
     # -- describing operations ---------------------------------------
@@ -169,9 +185,110 @@ class OpRecorder:
             results: list[int] = []
             step["_times"], step["_results"] = times, results
             return (dset, self._wrap_callback(fn, times, results), cb_args, flags)
+        elif op == "fifo_push_xfer":
+            self._fifo_xfer(step, dset, args[1], args[2])
         else:
             self.problems.append(f"the operation {op!r} cannot be recorded yet")
         return args
+
+    # -- FIFOs ---------------------------------------
+    def _fifo_xfer(
+        self, step: dict[str, Any], dset: DpuSetBase, link: _fifo.FifoLink, flags: int
+    ) -> None:
+        name = self._link_name(link)
+        if name is None:
+            return
+        target = {k: v for k, v in step.items() if k not in ("op", "at")}
+        for k in target:
+            del step[k]
+        step["fifo"] = name
+        step.update(target)
+        members = dset.dpu_list
+        try:
+            bufs = [link.rank_fifo(d.rank).matrix.get(d.index) for d in members]
+        except DpuError as exc:  # freed link: the push fails the same way in the replay
+            self.problems.append(f"a push on FIFO {link.name!r} cannot be described: {exc}")
+            return
+        has = [i for i, b in enumerate(bufs) if b is not None]
+        if link.is_input:
+            step["op"] = "fifo_push"
+            try:
+                words = [_words(link, b) if b is not None else 0 for b in bufs]
+            except (ValueError, TypeError, DpuError) as exc:
+                self.problems.append(f"a buffer of FIFO {link.name!r} cannot be read: {exc}")
+                return
+            if len(has) == len(members) and all(w == words[0] for w in words):
+                step["value"] = words[0]
+            else:
+                step["values"] = words
+            self._retry_keys(step, dset, link)
+        else:
+            step["op"] = "fifo_drain"
+        if len(has) != len(members) and not (step["op"] == "fifo_push" and "value" in step):
+            step["dpus"] = has
+        if flags & ~(_ops.DPU_XFER_ASYNC | _ops.DPU_XFER_NO_RESET):
+            self.problems.append(f"FIFO transfer flags {flags:#x} have unknown bits")
+        if flags & _ops.DPU_XFER_ASYNC:
+            step["async"] = True
+        if flags & _ops.DPU_XFER_NO_RESET:
+            step["no_reset"] = True
+
+    def _link_name(self, link: _fifo.FifoLink) -> str | None:
+        """The scenario name of ``link``; writes its ``fifo_link`` step on first use."""
+        known = self.links.get(id(link))
+        if known is not None:
+            return known[0]
+        names = {n for n, _, _ in self.links.values()}
+        name = link.name
+        k = 1
+        while name in names:
+            k += 1
+            name = f"{link.name}_{k}"
+        ranks = sorted((link.rank_fifos or {}).keys())
+        target = self._target_of_ranks(ranks)
+        if target is None:
+            self.problems.append(
+                f"the link to FIFO {link.name!r} covers ranks {ranks}, which is no allocated set "
+                "or rank seen by the recorder"
+            )
+            return None
+        now = self.emulator.now_ps
+        step: dict[str, Any] = {"op": "fifo_link", "at": now, "_end": now, **target}
+        step["fifo"] = link.name
+        step["direction"] = "input" if link.is_input else "output"
+        if name != link.name:
+            step["name"] = name
+        self.tasks[self._task][1].append(step)
+        defaults = (timing.FIFO_PUSH_MAX_RETRIES, timing.FIFO_TIME_FOR_RETRY_US)
+        self.links[id(link)] = (name, link, defaults)
+        return name
+
+    def _retry_keys(self, step: dict[str, Any], dset: DpuSetBase, link: _fifo.FifoLink) -> None:
+        name, _, written = self.links[id(link)]
+        settings = {
+            (rf.max_retries, rf.time_for_retry_us)
+            for rf in (link.rank_fifo(r) for r in dset.rank_list)
+        }
+        if len(settings) != 1:
+            self.problems.append(
+                f"the ranks of one push on FIFO {link.name!r} have different retry settings"
+            )
+            return
+        (current,) = settings
+        if current[0] != written[0]:
+            step["max_retries"] = current[0]
+        if current[1] != written[1]:
+            step["time_for_retry_us"] = current[1]
+        self.links[id(link)] = (name, link, current)
+
+    def _target_of_ranks(self, ranks: list[int]) -> dict[str, Any] | None:
+        for name, root in reversed(self.roots):
+            idx = [r.index for r in root.rank_list]
+            if idx == ranks:
+                return _set_key(name)
+            if len(ranks) == 1 and ranks[0] in idx:
+                return {**_set_key(name), "rank": idx.index(ranks[0])}
+        return None
 
     def _xfer(
         self, step: dict[str, Any], symbol: Any, offset: int, length: int, flags: int
@@ -286,18 +403,25 @@ class OpRecorder:
         return out
 
     def _program(self, name: str, prog: DpuProgram) -> list[str]:
+        fifos = _fifo_decls(prog)
+        skip = {"CLOCKS_PER_SEC", DPU_MRAM_HEAP_POINTER_NAME}
+        for fifo_name in fifos:
+            skip |= {fifo_name, f"__{fifo_name}_data"}
         symbols: dict[str, str] = {}
         for sym in prog.symbols().values():
-            if sym.name in ("CLOCKS_PER_SEC", DPU_MRAM_HEAP_POINTER_NAME):
+            if sym.name in skip:
                 continue
             if sym.space is MemorySpace.IRAM:
                 raise RecordingError(f"program {name!r}: IRAM symbol {sym.name!r} not supported")
             symbols[sym.name] = f"{sym.space.value.lower()}:{sym.size}"
-        image = sum(len(im.data) for im in prog.images())
+        # the recorded kernel declares the FIFOs again, which writes their structs at load
+        image = sum(len(im.data) for im in prog.images()) - sum(f["size"] for f in fifos.values())
         runs: dict[str, list[int]] = {}
+        spans: dict[tuple[int, int], list[tuple[int, int]]] = {}
         rec = self.emulator.recorder
         assert rec is not None
-        for t, kind, f in rec.iter_events():
+        events = rec.iter_events()
+        for t, kind, f in events:
             if kind != "dpu_run" or f["program"] != name:
                 continue
             if f["fault"] is not None:
@@ -307,6 +431,8 @@ class OpRecorder:
                 )
             dname = self.emulator.rank(f["rank"]).dpus[f["dpu"]].name
             runs.setdefault(dname, []).append(t - f["start"])
+            spans.setdefault((f["rank"], f["dpu"]), []).append((f["start"], t))
+        pointers = self._pointer_writes(fifos, spans, events) if fifos else {}
         out = [
             f"[programs.{_key(name)}]",
             'kernel = "recorded"',
@@ -315,6 +441,11 @@ class OpRecorder:
         if image:
             out.append(f"image_bytes = {image}")
         out.append(f"symbols = {_inline(symbols)}")
+        if fifos:
+            decls = {
+                f: {k: v for k, v in d.items() if k != "size"} for f, d in sorted(fifos.items())
+            }
+            out.append(f"fifos = {_inline(decls)}")
         out.append(f"[programs.{_key(name)}.runs]")
         if runs:
             common, _ = Counter(tuple(v) for v in runs.values()).most_common(1)[0]
@@ -324,7 +455,107 @@ class OpRecorder:
                 for dname in sorted(runs, key=_dpu_order)
                 if tuple(runs[dname]) != common
             )
+        if pointers:
+            for writes in pointers.values():
+                for launch in writes:
+                    launch.sort(key=lambda w: (w[0], w[1]))
+            every = {d: pointers.get(d, [[] for _ in v]) for d, v in runs.items()}
+            usual, _ = Counter(_value(v) for v in every.values()).most_common(1)[0]
+            out.append(f"[programs.{_key(name)}.pointers]")
+            out.append(f"all = {usual}")
+            out.extend(
+                f"{_key(dname)} = {_value(every[dname])}"
+                for dname in sorted(every, key=_dpu_order)
+                if _value(every[dname]) != usual
+            )
         return out
+
+    def _pointer_writes(
+        self,
+        fifos: dict[str, dict[str, Any]],
+        spans: dict[tuple[int, int], list[tuple[int, int]]],
+        events: list[tuple[int, str, dict[str, Any]]],
+    ) -> dict[str, list[list[list[Any]]]]:
+        """Per DPU and launch: ``[offset ps, fifo, value]`` writes of the DPU-owned pointers.
+
+        The host reads the pointer pairs at known instants (``fifo_ptrs`` events). The replay
+        must show it the same DPU-owned pointer (input ``read_ptr``, output ``write_ptr``) at
+        each read, so the recorded kernel writes the value read just before the read (1 ps),
+        or when its run ended if it stopped earlier.
+        """
+        timeline: dict[tuple[int, int, str], list[tuple[int, int, int]]] = {}
+        for t, dpus in self.loads:  # a load resets the pointers to 0 (kind 0 sorts first)
+            for rank, dpu in dpus:
+                for fifo in fifos:
+                    timeline.setdefault((rank, dpu, fifo), []).append((t, 0, 0))
+        for t, kind, f in events:
+            if kind != "fifo_ptrs" or not f["read"] or f["fifo"] not in fifos:
+                continue
+            side = f["rd"] if f["input"] else f["wr"]
+            for dpu, value in zip(f["dpus"], side, strict=True):
+                timeline.setdefault((f["rank"], dpu, f["fifo"]), []).append((t, 1, value))
+        out: dict[str, list[list[list[Any]]]] = {}
+        for (rank, dpu, fifo), items in sorted(timeline.items()):
+            runs = spans.get((rank, dpu), [])
+            dname = self.emulator.rank(rank).dpus[dpu].name
+            current, bound = 0, -1
+            for t, phase, value in sorted(items):
+                if phase == 0:
+                    current, bound = 0, t
+                    continue
+                if value != current:
+                    k = max((i for i, (s, _) in enumerate(runs) if s < t), default=None)
+                    when = -1 if k is None else min(t - 1, runs[k][1])
+                    if k is None or when <= bound or when < runs[k][0] or value < current:
+                        self.problems.append(
+                            f"the {fifo!r} pointer of DPU {dname} changed to {value} before "
+                            f"{t} ps outside a run the recording can reproduce"
+                        )
+                        break
+                    per_run = out.setdefault(dname, [[] for _ in runs])
+                    per_run[k].append([when - runs[k][0], fifo, value])
+                    current = value
+                bound = t
+        return out
+
+
+def _fifo_decls(prog: DpuProgram) -> dict[str, dict[str, Any]]:
+    """The WRAM FIFOs of ``prog``: host struct ``X`` (32 or 40 bytes) next to ``__X_data``."""
+    syms = prog.symbols()
+    images: dict[int, MemoryImage] = {im.address: im for im in prog.images()}
+    out: dict[str, dict[str, Any]] = {}
+    for sym in syms.values():
+        data = syms.get(f"__{sym.name}_data")
+        im = images.get(sym.address)
+        if (
+            data is None
+            or sym.space is not MemorySpace.WRAM
+            or sym.size not in (32, 40)
+            or im is None
+            or len(im.data) != sym.size
+        ):
+            continue
+        raw = np.frombuffer(im.data, dtype=np.uint8)
+        ptr_size = int(raw[24:28].view(np.uint32)[0])
+        data_size = int(raw[28:32].view(np.uint32)[0])
+        if not 1 <= ptr_size <= 10 or data_size <= 0 or data_size % 8:
+            continue
+        out[sym.name] = {
+            "direction": "output" if sym.size == 40 else "input",
+            "ptr_size": ptr_size,
+            "data_size": data_size,
+            "size": sym.size,
+        }
+    return out
+
+
+def _words(link: _fifo.FifoLink, buf: Any) -> int | list[int]:
+    """The 64-bit words of the element in ``buf`` (an integer when only word 0 is set)."""
+    view = _ops.host_view(buf, link.data_size, writable=False, who="the FIFO buffer")
+    words = [int(w) for w in np.frombuffer(bytes(view[: link.data_size]), dtype=np.uint64)]
+    if not any(words[1:]):
+        return words[0]
+    return words
 
 
 def _dpu_order(name: str) -> tuple[int, ...]:
@@ -400,4 +631,9 @@ def record(
     emu.op_log = log
     result = outside_event_loop(lambda: emu.run(main, *args, backend=backend))
     emu.op_log = None
+    still = [d.name for r in emu._ranks.values() for d in r.dpus if d.running]
+    if still:
+        log.problems.append(
+            f"DPU(s) {', '.join(still[:8])} were still running at the end; sync before returning"
+        )
     return Recording(result, emu, log.scenario(name, description, emu.now_ps), name)

@@ -13,12 +13,13 @@ import numpy as np
 
 from .._core._emulator import Emulator
 from .._core._errors import DpuError
+from .._core._fifo import FifoLink
 from .._core._kernel import PRIO_LATE
 from .._core._program import DpuProgram
 from .._core._recorder import host_task_label
 from ..host import DpuSet
 from ..trace import Summary, Timeline, chrome_trace, summarize
-from ._spec import ACTIONS, KERNELS, Scenario, ScenarioError, Step, TaskSpec
+from ._spec import ACTIONS, KERNELS, DataCheck, Scenario, ScenarioError, Step, TaskSpec
 
 #: actor of host sleeps: after every emulated event of the same instant (like an event-loop
 #: timer, which fires once the kernel has run everything due)
@@ -39,6 +40,12 @@ class ReplayContext:
         self.sets: dict[str, DpuSet] = {}
         self.programs: dict[str, DpuProgram] = build_programs(scenario)
         self.buffers: dict[str, np.ndarray] = {}
+        #: FIFO streams: buffer name -> (rank index, DPU index) -> drained elements, in order
+        self.streams: dict[str, dict[tuple[int, int], list[np.ndarray]]] = {}
+        #: FIFO links by scenario name
+        self.links: dict[str, FifoLink] = {}
+        #: how many times each step ran (keyed by ``id(step)``; e.g. for ``increment``)
+        self.runs: dict[int, int] = {}
         self.events: dict[str, anyio.Event] = {}
         self._progress = progress
         self._total = scenario.total_steps()
@@ -138,6 +145,8 @@ class Replay:
     scenario: Scenario
     emulator: Emulator
     buffers: dict[str, np.ndarray]
+    #: FIFO streams (``fifo_drain ... into``): (rank, DPU) -> drained elements, oldest first
+    streams: dict[str, dict[tuple[int, int], list[np.ndarray]]] = field(default_factory=dict)
     #: the DpuError that ended the replay (when ``[expect] error`` allowed it)
     error: DpuError | None = None
     _timeline: Timeline | None = field(default=None, repr=False)
@@ -204,7 +213,7 @@ def replay(
     outside_event_loop(lambda: emu.run(main, backend=backend))
     if broken:
         raise broken[0]
-    result = Replay(scenario, emu, ctx.buffers)
+    result = Replay(scenario, emu, ctx.buffers, ctx.streams)
     expect = scenario.expect
     if failure:
         f = failure[0]
@@ -258,6 +267,13 @@ def check_expectations(result: Replay) -> None:
             key="expect.time",
         )
     for d in ex.data:
+        if d.count is not None or d.first is not None:
+            problem = _check_stream(result.streams.get(d.buffer, {}), d)
+            if problem:
+                raise ScenarioError(
+                    f"FIFO stream {d.buffer!r}: {problem}", source=sc.source, line=d.line, key=d.key
+                )
+            continue
         buf = result.buffers[d.buffer]
         arr = np.ascontiguousarray(buf).view(np.dtype(d.dtype)).reshape(-1)
         ok: bool
@@ -282,3 +298,24 @@ def check_expectations(result: Replay) -> None:
                 line=d.line,
                 key=d.key,
             )
+
+
+def _check_stream(stream: dict[tuple[int, int], list[np.ndarray]], d: DataCheck) -> str:
+    """What is wrong with a drained FIFO stream ("" if it meets the check)."""
+    if not stream:
+        return "no DPU was drained into it"
+    for (rank, dpu), elements in sorted(stream.items()):
+        where = f"DPU {rank}.{dpu // 8}.{dpu % 8}"
+        if d.count is not None and len(elements) != d.count:
+            return f"{where} drained {len(elements)} element(s), expected {d.count}"
+        if d.first is None or d.step is None:
+            continue
+        rows = [np.ascontiguousarray(e).view(np.dtype(d.dtype)).tolist() for e in elements]
+        if d.sort:
+            rows.sort()
+        width = len(d.first)
+        for i, row in enumerate(rows):
+            want = [d.first[w] + i * d.step[w] for w in range(width)]
+            if row[:width] != want:
+                return f"{where} element {i} is {row[:width]}, expected {want}"
+    return ""

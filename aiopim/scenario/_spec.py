@@ -69,6 +69,9 @@ def parse_duration(value: Any) -> int:
     )
 
 
+_IOTA_MOD = re.compile(r"^\s*iota\s*%\s*([0-9]+)\s*$")
+
+
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -108,7 +111,13 @@ def _check_type(kind: str, v: Any) -> Any:
     if kind == "fill":
         if v == "iota" or _is_int(v):
             return v
-        raise ValueError(f'expected an integer (every 32-bit word) or "iota", got {v!r}')
+        if isinstance(v, str):
+            m = _IOTA_MOD.match(v)
+            if m and int(m.group(1)) > 0:
+                return f"iota%{int(m.group(1))}"
+        raise ValueError(
+            f'expected an integer (every 32-bit word), "iota" or "iota%N" (N > 0), got {v!r}'
+        )
     if kind == "table":
         if not isinstance(v, dict):
             raise ValueError(f"expected a table, got {v!r}")
@@ -236,7 +245,12 @@ class ProgramSpec:
 
 @dataclass
 class DataCheck:
-    """An expectation on a host buffer filled by ``copy_from``."""
+    """An expectation on a host buffer filled by ``copy_from`` or ``fifo_drain``.
+
+    ``count`` and ``sequence`` apply to FIFO streams (``fifo_drain`` buffers): every DPU drained
+    ``count`` elements, and element ``i`` of every DPU holds ``first[w] + i * step[w]`` in its
+    ``w``-th ``dtype`` word (after sorting the DPU's elements when ``sort`` is true).
+    """
 
     buffer: str
     dtype: str
@@ -245,6 +259,10 @@ class DataCheck:
     sum: int | None
     line: int | None
     key: str
+    count: int | None = None
+    first: list[int] | None = None
+    step: list[int] | None = None
+    sort: bool = False
 
 
 @dataclass
@@ -510,13 +528,27 @@ class _Loader:
                     "equals": Param("ints"),
                     "all": Param("int"),
                     "sum": Param("int"),
+                    "count": Param("count", doc="FIFO streams: elements drained per DPU"),
+                    "first": Param("ints", doc="FIFO streams: words of element 0"),
+                    "step": Param("ints", doc="FIFO streams: word increments per element"),
+                    "sort": Param("bool", default=False, doc="sort each DPU's elements first"),
                 },
                 "a data check",
             )
             if c["dtype"] not in _DTYPES:
                 raise self.error((*dpath, "dtype"), f"dtype must be one of {', '.join(_DTYPES)}")
-            if sum(c[k] is not None for k in ("equals", "all", "sum")) != 1:
-                raise self.error(dpath, "a data check needs exactly one of equals, all, sum")
+            plain = [k for k in ("equals", "all", "sum") if c[k] is not None]
+            stream = c["count"] is not None or c["first"] is not None or c["step"] is not None
+            if len(plain) + bool(stream) != 1:
+                raise self.error(
+                    dpath,
+                    "a data check needs exactly one of equals, all, sum, or (for FIFO streams) "
+                    "count and/or first + step",
+                )
+            if (c["first"] is None) != (c["step"] is None):
+                raise self.error(dpath, "give first and step together")
+            if c["first"] is not None and len(c["first"]) != len(c["step"]):
+                raise self.error((*dpath, "step"), "first and step need the same length")
             ex.data.append(
                 DataCheck(
                     c["buffer"],
@@ -526,6 +558,10 @@ class _Loader:
                     c["sum"],
                     line_of(self.lines, dpath),
                     _keyname(dpath),
+                    c["count"],
+                    c["first"],
+                    c["step"],
+                    c["sort"],
                 )
             )
         return ex
@@ -535,6 +571,11 @@ class _Loader:
         sets = {s.params["set"] for s in sc.iter_steps() if s.op == "alloc"}
         signals = {s.params["event"] for s in sc.iter_steps() if s.op == "signal"}
         buffers = {s.params["into"] for s in sc.iter_steps() if s.params.get("into") is not None}
+        streams = {s.params["into"] for s in sc.iter_steps() if s.op == "fifo_drain"}
+        links: dict[str, str] = {}
+        for s in sc.iter_steps():
+            if s.op == "fifo_link":
+                links[s.params["name"] or s.params["fifo"]] = s.params["direction"]
         for s in sc.iter_steps():
             path = _path_of(s.key)
             if "set" in s.params and s.op != "alloc" and s.params["set"] not in sets:
@@ -547,11 +588,32 @@ class _Loader:
                 raise self.error(
                     (*path, "event"), f"no signal step sets the event {s.params['event']!r}"
                 )
+            if s.op in ("fifo_push", "fifo_drain"):
+                link = s.params["fifo"]
+                want = "input" if s.op == "fifo_push" else "output"
+                if link not in links:
+                    raise self.error(
+                        (*path, "fifo"),
+                        f"no fifo_link step links a FIFO named {link!r} (give name = ... or "
+                        "fifo = ... there)",
+                    )
+                if links[link] != want:
+                    raise self.error(
+                        (*path, "fifo"),
+                        f"{link!r} is linked as an {links[link]} FIFO; {s.op} needs an {want} FIFO",
+                    )
         for d in sc.expect.data:
             if d.buffer not in buffers:
                 raise self.error(
                     (*_path_of(d.key), "buffer"),
-                    f"no copy_from step fills a buffer named {d.buffer!r} (use into = ...)",
+                    f"no copy_from or fifo_drain step fills a buffer named {d.buffer!r} "
+                    "(use into = ...)",
+                )
+            if (d.count is not None or d.first is not None) and d.buffer not in streams:
+                raise self.error(
+                    (*_path_of(d.key), "buffer"),
+                    f"count/first/step check FIFO streams; {d.buffer!r} is not filled by a "
+                    "fifo_drain step",
                 )
 
 
@@ -581,7 +643,7 @@ def _parse_symbol(spec: Any) -> tuple[str, int]:
 
 def load_scenario(path: str | os.PathLike[str]) -> Scenario:
     """Read and validate a scenario file."""
-    from . import _actions, _kernels  # noqa: F401  (register the built-ins)
+    from . import _actions, _fifo, _kernels  # noqa: F401  (register the built-ins)
 
     with open(path, encoding="utf-8") as f:
         text = f.read()
@@ -590,6 +652,6 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
 
 def parse_scenario(text: str, source: str = "<string>") -> Scenario:
     """Validate scenario TOML given as text."""
-    from . import _actions, _kernels  # noqa: F401
+    from . import _actions, _fifo, _kernels  # noqa: F401
 
     return _Loader(text, source).load()

@@ -7,9 +7,11 @@
 """
 
 from .._core._recorder import Recorder, host_task
+from . import _fifo  # noqa: F401  (renderers of the WRAM FIFO events)
 from ._chrome import chrome_events, chrome_trace, write_chrome_trace
+from ._fifo import fifo_track, fill_counter
 from ._gantt import COLOURS, gantt, plot_timelines, save_gantt
-from ._summary import PathStep, RankStats, Summary, critical_path, summarize
+from ._summary import FifoStats, PathStep, RankStats, Summary, critical_path, summarize
 from ._timeline import (
     JOB_CATEGORIES,
     DpuRun,
@@ -27,6 +29,7 @@ __all__ = [
     "JOB_CATEGORIES",
     "DpuRun",
     "EventRenderer",
+    "FifoStats",
     "HostWait",
     "Instant",
     "JobRecord",
@@ -39,6 +42,8 @@ __all__ = [
     "chrome_events",
     "chrome_trace",
     "critical_path",
+    "fifo_track",
+    "fill_counter",
     "gantt",
     "host_task",
     "plot_timelines",

@@ -95,7 +95,7 @@ def chrome_events(tl: Timeline, *, per_dpu: bool = True) -> list[dict[str, Any]]
         )
         next_tid[pid] = first_tid + len(lanes)
     for (pid, name), samples in sorted(tl.counters.items()):
-        key = "jobs" if name == "queue depth" else "value"
+        key = "jobs" if name == "queue depth" else "elements" if " fill " in name else "value"
         for t, v in samples:
             body.append(
                 {"args": {key: v}, "name": name, "ph": "C", "pid": pid, "tid": 0, "ts": _Us(t)}

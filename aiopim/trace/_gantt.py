@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Literal
 
-from ._timeline import HOST_PID, Slice, Timeline, process_name
+from ._timeline import HOST_PID, Instant, Slice, Timeline, process_name
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -28,6 +28,10 @@ COLOURS: dict[str, str] = {
     "host_wait": "#fdd0a2",
     "host_work": "#8c564b",
     "host_callback": "#f7b6d2",
+    "fifo_push": "#dbdb8d",
+    "fifo_flush": "#9edae5",
+    "fifo_full": "#d62728",
+    "fifo_retry": "#ff9896",
 }
 LABELS: dict[str, str] = {
     "load": "load",
@@ -43,7 +47,13 @@ LABELS: dict[str, str] = {
     "host_wait": "host waits",
     "host_work": "host work",
     "host_callback": "callback (host)",
+    "fifo_push": "FIFO push",
+    "fifo_flush": "FIFO flush",
+    "fifo_full": "FIFO full (push failed)",
+    "fifo_retry": "FIFO push retry",
 }
+#: marker of instant events per category (others: a thin vertical tick)
+MARKERS: dict[str, str] = {"fifo_retry": "x", "fifo_full": "X"}
 Lanes = Literal["rank", "dpu"]
 
 
@@ -55,25 +65,38 @@ def _pyplot() -> ModuleType:
     return plt
 
 
-def _lanes(tl: Timeline, lanes: Lanes) -> list[tuple[str, list[Slice]]]:
-    out: list[tuple[str, list[Slice]]] = []
-    by_key: dict[tuple[int, int, str], list[Slice]] = {}
+Lane = tuple[str, list[Slice], list[Instant]]
+
+
+def _lanes(tl: Timeline, lanes: Lanes) -> list[Lane]:
+    out: list[Lane] = []
+    by_key: dict[tuple[int, int, str], tuple[list[Slice], list[Instant]]] = {}
+
+    def keep(pid: int, track: str) -> bool:
+        if pid != HOST_PID:
+            if lanes == "rank" and track.startswith("DPU "):
+                return False
+            if lanes == "dpu" and track == "DPUs":
+                return False
+        return True
+
     for s in tl.slices:
-        if s.pid != HOST_PID:
-            if lanes == "rank" and s.track.startswith("DPU "):
-                continue
-            if lanes == "dpu" and s.track == "DPUs":
-                continue
-        by_key.setdefault((s.pid, s.order, s.track), []).append(s)
-    for pid, _, track in sorted(by_key):
-        items = sorted(by_key[pid, _, track], key=lambda s: (s.start, s.end, s.name))
+        if keep(s.pid, s.track):
+            by_key.setdefault((s.pid, s.order, s.track), ([], []))[0].append(s)
+    for i in tl.instants:
+        if keep(i.pid, i.track):
+            by_key.setdefault((i.pid, i.order, i.track), ([], []))[1].append(i)
+    for pid, order, track in sorted(by_key):
+        slices, instants = by_key[pid, order, track]
+        items = sorted(slices, key=lambda s: (s.start, s.end, s.name))
+        points = sorted(instants, key=lambda i: (i.time, i.name))
         if pid == HOST_PID:
             label = f"host: {track}"
         elif track.startswith("DPU "):
             label = track
         else:
             label = f"{process_name(pid)}: {track}"
-        out.append((label, items))
+        out.append((label, items, points))
     return out
 
 
@@ -97,12 +120,26 @@ def gantt(
     rows = _lanes(tl, lanes)
     used: set[str] = set()
     least = max(tl.end_ps, 1) // 400  # instant jobs stay visible as thin bars
-    for y, (_, items) in enumerate(rows):
+    for y, (_, items, points) in enumerate(rows):
         bars = [(s.start / 1e6, max(s.end - s.start, least) / 1e6) for s in items]
         colours = [COLOURS.get(s.cat, "#aec7e8") for s in items]
         used.update(s.cat for s in items)
         ax.broken_barh(bars, (y - 0.4, 0.8), facecolors=colours, edgecolor="black", linewidth=0.3)
-    ax.set_yticks(range(len(rows)), labels=[label for label, _ in rows])
+        by_cat: dict[str, list[float]] = {}
+        for i in points:
+            by_cat.setdefault(i.cat, []).append(i.time / 1e6)
+        for cat, xs in sorted(by_cat.items()):
+            used.add(cat)
+            ax.scatter(
+                xs,
+                [y] * len(xs),
+                marker=MARKERS.get(cat, "|"),
+                color=COLOURS.get(cat, "black"),
+                s=30,
+                linewidths=1.2,
+                zorder=3,
+            )
+    ax.set_yticks(range(len(rows)), labels=[label for label, _, _ in rows])
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlim(0, max(tl.end_ps, 1) / 1e6)
     ax.set_xlabel("virtual time (µs)")
@@ -113,7 +150,7 @@ def gantt(
         from matplotlib.patches import Patch
 
         wanted = used if legend is True else set(legend)
-        cats = [c for c in COLOURS if c in wanted]
+        cats = [c for c in COLOURS if c in wanted and c in LABELS]
         ax.legend(
             handles=[Patch(facecolor=COLOURS[c], label=LABELS[c]) for c in cats],
             loc="upper left",
@@ -138,6 +175,7 @@ def plot_timelines(
         squeeze=False,
     )
     used = {s.cat for _, tl in items for s in tl.slices}
+    used |= {i.cat for _, tl in items for i in tl.instants}
     for i, ((title, tl), ax) in enumerate(zip(items, axes[:, 0], strict=True)):
         gantt(tl, ax, lanes=lanes, title=title, legend=used if i == 0 else False)
     if sharex:

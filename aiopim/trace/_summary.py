@@ -21,6 +21,19 @@ class RankStats:
 
 
 @dataclass(frozen=True)
+class FifoStats:
+    """WRAM FIFO traffic of one rank."""
+
+    rank: int
+    pushes: int  # push calls that succeeded
+    pushed: int  # elements they wrote (one per DPU with a buffer)
+    retries: int  # passes that found some DPU full and slept
+    full: int  # pushes that failed with DPU_ERR_WRAM_FIFO_FULL
+    flushes: int
+    drained: int  # elements the flushes took out of the output FIFOs
+
+
+@dataclass(frozen=True)
 class PathStep:
     """One link of the critical path."""
 
@@ -42,6 +55,7 @@ class Summary:
     host_wait: int  # time during which some host task waited on the machine
     busy_ranks_avg: float  # mean number of busy ranks while any rank is busy
     critical_path: tuple[PathStep, ...]
+    fifo: tuple[FifoStats, ...] = ()
 
     def text(self) -> str:
         """Human-readable report (deterministic)."""
@@ -65,6 +79,17 @@ class Summary:
             f"DPUs ran {_us(self.dpu)} us; {self.busy_ranks_avg:.2f} ranks busy on average "
             f"while any was; host waited {_us(self.host_wait)} us"
         )
+        if self.fifo:
+            out.append("WRAM FIFOs:")
+            out.append(
+                f"{'rank':>4} {'pushes':>8} {'elements':>9} {'retries':>8} {'FULL':>5} "
+                f"{'flushes':>8} {'drained':>8}"
+            )
+            out.extend(
+                f"{f.rank:>4} {f.pushes:>8} {f.pushed:>9} {f.retries:>8} {f.full:>5} "
+                f"{f.flushes:>8} {f.drained:>8}"
+                for f in self.fifo
+            )
         length = sum(s.end - s.start for s in self.critical_path)
         out.append(f"critical path: {len(self.critical_path)} steps, {_us(length)} us busy")
         for s in self.critical_path:
@@ -112,7 +137,29 @@ def summarize(tl: Timeline) -> Summary:
         total(merge((w.start, w.end) for w in tl.host_waits)),
         per_rank_busy / total(any_busy) if any_busy else 0.0,
         tuple(critical_path(tl)),
+        fifo_stats(tl),
     )
+
+
+def fifo_stats(tl: Timeline) -> tuple[FifoStats, ...]:
+    """Per rank with FIFO traffic: pushes, retries, FULL failures, flushes, drained elements."""
+    rows: dict[int, list[int]] = {}
+    for s in tl.slices:
+        if s.cat not in ("fifo_push", "fifo_full", "fifo_flush"):
+            continue
+        row = rows.setdefault(s.pid - 1, [0] * 6)
+        args = dict(s.args)
+        if s.cat == "fifo_push":
+            row[0] += 1
+            row[1] += int(args["dpus"])
+            row[2] += int(args["retries"])
+        elif s.cat == "fifo_full":
+            row[2] += int(args["retries"])
+            row[3] += 1
+        else:
+            row[4] += 1
+            row[5] += int(args["elements"])
+    return tuple(FifoStats(rank, *row) for rank, row in sorted(rows.items()))
 
 
 def _intersect(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:

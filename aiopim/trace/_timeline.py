@@ -135,6 +135,8 @@ class DpuRun:
     end: int
     program: str | None
     fault: str | None
+    #: the DPU had not stopped when the run ended (``end`` is the end of the run)
+    running: bool = False
 
 
 @dataclass(frozen=True)
@@ -165,16 +167,35 @@ class Timeline:
 
     # -- building ---------------------------------------
     @classmethod
-    def from_recorder(cls, recorder: Recorder, *, end_ps: int | None = None) -> Timeline:
-        """Build the timeline of everything ``recorder`` holds."""
-        return _build(recorder.iter_events(), end_ps)
+    def from_recorder(
+        cls,
+        recorder: Recorder,
+        *,
+        end_ps: int | None = None,
+        running: Iterable[tuple[int, int, int, str | None]] = (),
+    ) -> Timeline:
+        """Build the timeline of everything ``recorder`` holds.
+
+        ``running`` lists DPUs that had not stopped at ``end_ps``: ``(rank, dpu, boot ps,
+        program)``; their runs end at ``end_ps``.
+        """
+        return _build(recorder.iter_events(), end_ps, list(running))
 
     @classmethod
     def from_emulator(cls, emulator: Emulator) -> Timeline:
-        """The timeline of a finished :class:`~aiopim.Emulator` run (its recorder must be on)."""
+        """The timeline of a finished :class:`~aiopim.Emulator` run (its recorder must be on).
+
+        DPUs still running at the end (a host that gave up on them) run until the end.
+        """
         if emulator.recorder is None:
             raise ValueError("this emulator was created with record=False: nothing to show")
-        return cls.from_recorder(emulator.recorder, end_ps=emulator.now_ps)
+        running = [
+            (r.index, d.index, d.boot_time, None if d.program is None else d.program.name)
+            for r in sorted(emulator._ranks.values(), key=lambda r: r.index)
+            for d in r.dpus
+            if d.running
+        ]
+        return cls.from_recorder(emulator.recorder, end_ps=emulator.now_ps, running=running)
 
     def add_slice(
         self,
@@ -280,7 +301,11 @@ def total(spans: Iterable[tuple[int, int]]) -> int:
     return sum(e - s for s, e in spans)
 
 
-def _build(events: list[tuple[int, str, dict[str, Any]]], end_ps: int | None) -> Timeline:
+def _build(
+    events: list[tuple[int, str, dict[str, Any]]],
+    end_ps: int | None,
+    running: list[tuple[int, int, int, str | None]],
+) -> Timeline:
     tl = Timeline()
     rows: dict[tuple[int, int], dict[str, Any]] = {}
     depth: dict[int, int] = {}
@@ -352,6 +377,10 @@ def _build(events: list[tuple[int, str, dict[str, Any]]], end_ps: int | None) ->
                 rank = f.get("rank")
                 pid = rank_pid(rank) if isinstance(rank, int) else HOST_PID
                 tl.add_instant(pid, kind, kind, kind, t, args=f)
+    for rank, dpu, boot, program in running:
+        ranks.add(rank)
+        end = max(end_ps or 0, last)
+        tl.dpu_runs.append(DpuRun(rank, dpu, boot, end, program, None, running=True))
     for (rank, seq), row in rows.items():
         tl.jobs.append(
             JobRecord(
@@ -403,6 +432,8 @@ def _dpu_slices(tl: Timeline) -> None:
         by_rank.setdefault(r.rank, []).append(r)
         nr_ci, member = divmod(r.dpu, 8)
         args: dict[str, Any] = {"program": r.program}
+        if r.running:
+            args["still_running"] = True
         cat = "dpu_run"
         if r.fault is not None:
             args["fault"] = r.fault
