@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-import anyio
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -317,7 +316,6 @@ def test_output_drain_keeps_what_healthy_ranks_flushed(backend: str) -> None:
             for batch in await fout.drain():
                 got += [int(x) for x in batch[:, 0]]
         assert err.value.code == DPU_ERR_WRAM_FIFO_FULL
-        await anyio.sleep(0)
         await dpus.ranks[1].copy_to("active", np.zeros(1, np.uint64), parallel=True)
         await dpus.ranks[1].sync()
         for batch in await OutputFifo(dpus.ranks[1], fout.link, np.uint64).drain():
