@@ -180,6 +180,24 @@ def test_an_asynchronous_failure_breaks_the_rank(pim: Pim) -> None:
     log.assert_conserved()
 
 
+def test_a_drain_flushed_on_one_rank_keeps_the_other_ranks_elements(pim: Pim) -> None:
+    # rank 0's DPU takes 165 µs per element (values % 3 == 2), rank 1's 55 µs: at t = 121 µs
+    # rank 0's input FIFO is full, so the asynchronous push fails there (after one 1 µs retry)
+    # and flushes the drain queued behind it, while rank 1's flush job runs and takes the
+    # two elements rank 1 has finished; OutputFifo.drain raises and would drop them
+    m = machine(2, 1)
+    ops: list[FifoOp] = [FifoRetries(0, 1), FifoPush((2, 0)), FifoDelay(60), FifoPush((5, 3))]
+    ops += [FifoDelay(60), FifoPush((8, 6)), FifoDelay(1), FifoPush((11, 9), wait=False)]
+    ops += [FifoDrain(), FifoStop(), FifoSync()]
+    s = stream(ptr_in=1, ptr_out=3, tasklets=1, mode="each", work=2000)
+    log = pim.run(fifo_host, m, s, ops, machine=m)
+    assert log.errors[8] == DPU_ERR_WRAM_FIFO_FULL and log.broken_ranks == set()
+    assert log.drained[:2] == [(1, 0), (1, 3)]  # recovered from the failed drain
+    assert [v for d, v in log.drained if d == 1] == [0, 3, 6, 9]
+    assert [v for d, v in log.drained if d == 0] == [2, 5, 8]
+    log.assert_conserved()
+
+
 # --- the default property -------------------------------------------------------------------------
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario=fifo_scenarios(min_size=4), explore_seed=explore_seeds())

@@ -225,12 +225,13 @@ class FifoLog:
     that had room). Elements the SDK's fast-path quirk pushed to a DPU without a buffer are
     in ``garbage`` and, as accepted, in ``pushed``. ``drained`` lists ``(dpu, value)`` in
     the order they came out; ``corrupted`` the elements whose bytes were not an echo.
-    ``broken_ranks`` stayed broken by an asynchronous failure (spec §2.2) at the end.
+    ``broken_ranks`` (positions in the set's rank list, as ``rank_of[dpu]``) stayed broken
+    by an asynchronous failure (spec §2.2) at the end.
     """
 
     nr_dpus: int
     ordered: bool
-    dpus_per_rank: int
+    rank_of: list[int]
     pushed: list[tuple[int, int]] = field(default_factory=list)
     accepted: list[bool] = field(default_factory=list)
     garbage: list[tuple[int, int]] = field(default_factory=list)
@@ -246,7 +247,7 @@ class FifoLog:
         return [r.error for r in self.results]
 
     def _rank(self, dpu: int) -> int:
-        return dpu // self.dpus_per_rank
+        return self.rank_of[dpu]
 
     def report(self) -> FifoReport:
         """FIFO conservation over the DPUs of healthy ranks (one channel per DPU)."""
@@ -564,8 +565,8 @@ async def run_fifo_ops(
     drain here recovers them from the link's rings instead.
     """
     emu = current_emulator()
-    per_rank = len(dpus.rank_list[0].enabled_dpus)
-    log = FifoLog(len(dpus), stream.ordered, per_rank)
+    where = {id(d): k for k, r in enumerate(dpus.rank_list) for d in r.enabled_dpus}
+    log = FifoLog(len(dpus), stream.ordered, [where[id(d)] for d in dpus.dpu_list])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DpuQuirkWarning)
         player = _Player(dpus, stream, log, poll_us, drain)
