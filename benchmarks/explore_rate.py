@@ -8,11 +8,20 @@ each Hypothesis example. Workloads:
   async gather, callback, sync); the script also counts the distinct traces and the seeds
   that expose its race;
 * ``vector_add``: ``examples/vector_add.py`` with 16 DPUs (2 ranks x 8) and 4,096 elements;
+* ``keysum_fifo``: ``examples/wram_fifo_keysum.py`` (the WRAM FIFO key-sum host program:
+  64 keys pushed, drained by parallel callbacks, stop, sync) on 2 ranks x 4 DPUs with
+  8 tasklets, mode ``all``; every (key, sum) is checked;
+* ``fifo_hypothesis``: a ``@given`` property over generated FIFO host programs
+  (``fifo_scenarios``) played by ``fifo_host`` and checked for FIFO conservation, in
+  examples per second;
 * ``hypothesis``: a ``@given`` property over generated job sequences checked against
   ``RankQueueModel`` (generation, run and model included), in examples per second.
 
-Rates are runs per wall second, best of N repeats. Last line:
-``explore schedules_per_s=<x>``: the racy_callback rate over both backends together.
+Rates are runs per wall second, best of N repeats (the Hypothesis workloads: one pass).
+Last two lines: ``keysum_fifo schedules_per_s=<y>`` and ``explore schedules_per_s=<x>``,
+where ``<x>`` (``<y>``) is the racy_callback (keysum_fifo) rate over both backends together:
+the harmonic mean of the two backends' best rates, i.e. schedules per second when the same
+number of schedules is run on each backend.
 
 Usage: ``python benchmarks/explore_rate.py [--runs N] [--repeat N]``
 """
@@ -31,15 +40,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
 import racy_callback
 import vector_add
+import wram_fifo_keysum
 from hypothesis import HealthCheck, given, settings
 
 import aiopim
 from aiopim.testing import (
+    FifoOp,
+    FifoStream,
     Op,
     OpsLog,
     Pim,
     RankQueueModel,
     explore_seeds,
+    fifo_host,
+    fifo_scenarios,
     ops_program,
     run_ops,
     scenarios,
@@ -86,6 +100,42 @@ def vadd(backend: str, runs: int, repeat: int) -> float:
     return best_rate(runs, repeat, once)
 
 
+def keysum(backend: str, runs: int, repeat: int) -> float:
+    machine = aiopim.MachineConfig(nr_ranks=2, nr_dpus_per_rank=4)
+    pim = Pim(backend, machine)
+
+    def once(seed: int) -> None:
+        r = pim.run(wram_fifo_keysum.host, 2, 0, 8, "all", 7, explore_seed=seed)
+        assert r["complete"] and not r["wrong"]
+
+    return best_rate(runs, repeat, once)
+
+
+def fifo_hypothesis_rate(backend: str, runs: int, repeat: int) -> float:
+    pim = Pim(backend)
+
+    @settings(
+        max_examples=runs, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
+    @given(scenario=fifo_scenarios(min_size=4), explore_seed=explore_seeds())
+    def prop(
+        scenario: tuple[aiopim.MachineConfig, FifoStream, list[FifoOp]], explore_seed: int | None
+    ) -> None:
+        machine, stream, ops = scenario
+        run = pim.execute(
+            fifo_host, machine, stream, ops, machine=machine, explore_seed=explore_seed
+        )
+        run.unwrap().assert_conserved()
+
+    best = 0.0
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.perf_counter()
+        prop()
+        best = max(best, runs / (time.perf_counter() - t0))
+    return best
+
+
 async def ops_host(machine: aiopim.MachineConfig, ops: list[Op]) -> OpsLog:
     dpus = await aiopim.DpuSet.alloc(nr_ranks=machine.nr_ranks)
     await dpus.load(ops_program())
@@ -120,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     opts = parser.parse_args(argv)
     runs, repeat = opts.runs, opts.repeat
     print(f"{'workload':<16}{'backend':<9}{'schedules/s':>12}  notes")
-    racy_rates = {}
+    racy_rates: dict[str, float] = {}
+    keysum_rates: dict[str, float] = {}
     for backend in BACKENDS:
         rate, distinct, wrong = racy(backend, runs, repeat)
         racy_rates[backend] = rate
@@ -129,8 +180,16 @@ def main(argv: list[str] | None = None) -> int:
     for backend in BACKENDS:
         print(f"{'vector_add':<16}{backend:<9}{vadd(backend, runs // 2, repeat):>12.1f}")
     for backend in BACKENDS:
+        rate = keysum_rates[backend] = keysum(backend, max(1, runs // 10), repeat)
+        print(f"{'keysum_fifo':<16}{backend:<9}{rate:>12.1f}  8 DPUs x 64 keys, sums checked")
+    for backend in BACKENDS:
         rate = hypothesis_rate(backend, runs, 1)
         print(f"{'hypothesis':<16}{backend:<9}{rate:>12.1f}  examples/s, model-checked")
+    for backend in BACKENDS:
+        rate = fifo_hypothesis_rate(backend, runs, 1)
+        print(f"{'fifo_hypothesis':<16}{backend:<9}{rate:>12.1f}  examples/s, conservation-checked")
+    pooled_keysum = 2 / sum(1 / r for r in keysum_rates.values())
+    print(f"keysum_fifo schedules_per_s={pooled_keysum:.1f}")
     pooled = 2 / sum(1 / r for r in racy_rates.values())  # same number of runs per backend
     print(f"explore schedules_per_s={pooled:.1f}")
     return 0

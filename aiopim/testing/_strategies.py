@@ -23,6 +23,18 @@ from ..sdk import (
     DPU_XFER_NO_RESET,
     DPU_XFER_PARALLEL,
 )
+from ._fifo import (
+    MODES,
+    FifoDelay,
+    FifoDrain,
+    FifoGeometry,
+    FifoOp,
+    FifoPush,
+    FifoRetries,
+    FifoStop,
+    FifoStream,
+    FifoSync,
+)
 from ._jobs import (
     MRAM_SYMBOL,
     WRAM_SYMBOL,
@@ -262,3 +274,186 @@ def explore_seeds() -> st.SearchStrategy[int | None]:
     Failing seeds shrink towards None, then towards small integers, and replay exactly.
     """
     return st.none() | st.integers(0, MAX_EXPLORE_SEED)
+
+
+# --- WRAM FIFOs ----------------------------------------------------------------------------------
+#: data sizes drawn by :func:`fifo_geometries` unless told otherwise (multiples of 8)
+FIFO_DATA_SIZES = (8, 16, 24, 32)
+
+
+def fifo_geometries(
+    *,
+    min_ptr_size: int = 1,
+    max_ptr_size: int = 4,
+    data_sizes: tuple[int, ...] = FIFO_DATA_SIZES,
+) -> st.SearchStrategy[FifoGeometry]:
+    """FIFO shapes the DPU side accepts: ``ptr_size`` in 1..10, ``data_size`` a multiple of 8.
+
+    Small by default; above ``ptr_size`` 8 the SDK addresses wrong slots (a quirk aiopim
+    warns about with ``DpuQuirkWarning``).
+    """
+    if not 1 <= min_ptr_size <= max_ptr_size <= 10:
+        raise ValueError("need 1 <= min_ptr_size <= max_ptr_size <= 10")
+    return st.builds(
+        FifoGeometry, st.integers(min_ptr_size, max_ptr_size), st.sampled_from(data_sizes)
+    )
+
+
+def fifo_streams(
+    *,
+    geometries: st.SearchStrategy[FifoGeometry] | None = None,
+    max_tasklets: int = 4,
+    modes: tuple[str, ...] = MODES,
+    works: st.SearchStrategy[int] | None = None,
+) -> st.SearchStrategy[FifoStream]:
+    """Shapes of :func:`~aiopim.testing.fifo_echo_program`: input and output geometry
+    (the output elements at least as large as the input ones), tasklets, mode, work."""
+    geo = geometries if geometries is not None else fifo_geometries()
+    work = works if works is not None else st.sampled_from([0, 20, 200])
+
+    @st.composite
+    def build(draw: st.DrawFn) -> FifoStream:
+        fin = draw(geo)
+        fout = draw(geo)
+        if fout.data_size < fin.data_size:
+            fout = FifoGeometry(fout.ptr_size, fin.data_size)
+        return FifoStream(
+            fin,
+            fout,
+            draw(st.integers(1, max_tasklets)),
+            draw(st.sampled_from(modes)),
+            draw(work),
+        )
+
+    return build()
+
+
+def fifo_values(
+    nr_dpus: int,
+    *,
+    values: st.SearchStrategy[int] | None = None,
+    skip: bool = True,
+) -> st.SearchStrategy[tuple[int | None, ...]]:
+    """One element value per DPU; with ``skip`` some may be None (that DPU gets nothing)."""
+    one: st.SearchStrategy[int | None] = values if values is not None else st.integers(0, 2**32 - 1)
+    if skip:
+        one = st.one_of(one, st.none())
+    return st.lists(one, min_size=nr_dpus, max_size=nr_dpus).map(tuple)
+
+
+def fifo_pushes(
+    machine: MachineConfig,
+    *,
+    values: st.SearchStrategy[int] | None = None,
+    skip: bool = True,
+    asynchronous: bool = True,
+) -> st.SearchStrategy[FifoPush]:
+    """``InputFifo.push`` of one value per DPU of ``machine``, waiting or (``asynchronous``)
+    not; a push that skips DPUs always waits (see :class:`~aiopim.testing.FifoPush`)."""
+    n = machine.nr_ranks * machine.nr_dpus_per_rank
+
+    @st.composite
+    def build(draw: st.DrawFn) -> FifoPush:
+        vals = draw(fifo_values(n, values=values, skip=skip))
+        wait = True
+        if asynchronous and all(v is not None for v in vals):
+            wait = draw(st.booleans())
+        return FifoPush(vals, wait)
+
+    return build()
+
+
+def fifo_retry_settings(
+    *, max_retries: int = 3, max_time_for_retry_us: int = 10
+) -> st.SearchStrategy[FifoRetries]:
+    """Push retry settings (small, so that back-pressure makes pushes fail)."""
+    return st.builds(
+        FifoRetries, st.integers(0, max_retries), st.integers(0, max_time_for_retry_us)
+    )
+
+
+def fifo_delays(max_us: int = 50) -> st.SearchStrategy[FifoDelay]:
+    """The host waits a while (the DPUs keep working)."""
+    return st.builds(FifoDelay, st.integers(1, max_us))
+
+
+def fifo_stops(*, asynchronous: bool = True) -> st.SearchStrategy[FifoStop]:
+    """The parallel write that clears ``active``, waiting or not."""
+    return st.builds(FifoStop, st.booleans() if asynchronous else st.just(True))
+
+
+def fifo_host_ops(
+    machine: MachineConfig, *, skip: bool = True, asynchronous: bool = True
+) -> st.SearchStrategy[FifoOp]:
+    """One FIFO operation that may come before the stop: push, drain, retry setting, delay."""
+    push = fifo_pushes(machine, skip=skip, asynchronous=asynchronous)
+    return st.one_of(
+        push,
+        push,
+        push,
+        push,
+        push,
+        st.just(FifoDrain()),
+        fifo_retry_settings(),
+        fifo_delays(),
+    )
+
+
+def fifo_sequences(
+    machine: MachineConfig,
+    *,
+    min_size: int = 0,
+    max_size: int = 24,
+    ops: st.SearchStrategy[FifoOp] | None = None,
+    asynchronous: bool = True,
+    sync_before_stop: bool = False,
+) -> st.SearchStrategy[list[FifoOp]]:
+    """A FIFO host program: maybe retry settings, ``ops`` (default :func:`fifo_host_ops`),
+    then the stop, drains or delays, a safe sync and a last drain.
+
+    With ``sync_before_stop`` the program makes the classic mistake instead: a plain
+    ``dpu_sync`` queued before the stop, which deadlocks (the DPUs wait for ``active``).
+    Use ``asynchronous=False`` with it: a rank broken by an asynchronous push failure
+    refuses the sync at the call instead.
+    """
+    body_op = ops if ops is not None else fifo_host_ops(machine, asynchronous=asynchronous)
+    body = st.tuples(
+        st.lists(fifo_retry_settings(), max_size=1),
+        st.lists(body_op, min_size=min_size, max_size=max_size),
+    ).map(lambda parts: [*parts[0], *parts[1]])
+    if sync_before_stop:
+        return body.map(lambda b: [*b, FifoSync(safe=False), FifoStop()])
+    tail = st.lists(st.one_of(st.just(FifoDrain()), fifo_delays()), max_size=2)
+    stop = fifo_stops(asynchronous=asynchronous)
+    return st.tuples(body, stop, tail).map(
+        lambda parts: [*parts[0], parts[1], *parts[2], FifoSync(), FifoDrain()]
+    )
+
+
+def fifo_scenarios(
+    machine_strategy: st.SearchStrategy[MachineConfig] | None = None,
+    stream_strategy: st.SearchStrategy[FifoStream] | None = None,
+    *,
+    min_size: int = 0,
+    max_size: int = 24,
+    asynchronous: bool = True,
+) -> st.SearchStrategy[tuple[MachineConfig, FifoStream, list[FifoOp]]]:
+    """``(machine, stream, operations)``: a v1B machine, an echo program shape and a FIFO
+    host program for them (play it with :func:`~aiopim.testing.fifo_host`)."""
+    ms = (
+        machine_strategy
+        if machine_strategy is not None
+        else machines(max_ranks=2, max_dpus_per_rank=3, chips=("v1B",))
+    )
+    ss = (
+        stream_strategy
+        if stream_strategy is not None
+        else fifo_streams(geometries=fifo_geometries(max_ptr_size=3))
+    )
+    return st.tuples(ms, ss).flatmap(
+        lambda ms_: st.tuples(
+            st.just(ms_[0]),
+            st.just(ms_[1]),
+            fifo_sequences(ms_[0], min_size=min_size, max_size=max_size, asynchronous=asynchronous),
+        )
+    )
