@@ -56,11 +56,20 @@ INPUT_FIFO_PTR_SIZE, INPUT_FIFO_DATA_SIZE = 5, 8
 OUTPUT_FIFO_PTR_SIZE, OUTPUT_FIFO_DATA_SIZE = 6, 16
 #: the scan loop's body per element: load key, compare, branch, load value, 64-bit add
 INSTRUCTIONS_PER_ELEMENT = 6
+#: tasklet counts whose share of the elements is a whole number of cache blocks ("all" mode)
+ALL_MODE_TASKLETS = [n for n in range(1, 25) if NR_ELEMS % (n * CACHE_SIZE) == 0]
 
 
 # --- the DPU program ------------------------------------------------------------------------
 def build_program(nr_tasklets: int, mode: str) -> aiopim.Program:
     """The guide's DPU program; ``mode`` picks process_inputs_all_tasklets or _each_tasklet."""
+    if mode == "all" and NR_ELEMS % (nr_tasklets * CACHE_SIZE):
+        # as in the guide's C code, each tasklet scans NR_ELEMS / NR_TASKLETS elements in whole
+        # CACHE_SIZE blocks; other counts would overlap the next share and read past the end
+        raise ValueError(
+            f"mode 'all' needs NR_ELEMS / NR_TASKLETS to be a multiple of {CACHE_SIZE}: "
+            f"use {ALL_MODE_TASKLETS} tasklets, not {nr_tasklets}"
+        )
     prog = aiopim.Program("wram_fifo_example", nr_tasklets=nr_tasklets)
     active = prog.host("active", np.uint64, 1, init=[1])
     barrier = prog.barrier("barrier", nr_tasklets)
@@ -221,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=["all", "each"], default="all")
     parser.add_argument("--seed", type=int, default=0)
     opts = parser.parse_args(argv)
+    if opts.mode == "all" and opts.tasklets not in ALL_MODE_TASKLETS:
+        parser.error(f"--mode all needs --tasklets in {ALL_MODE_TASKLETS}")
     r = aiopim.run(
         host, opts.ranks, opts.dpus, opts.tasklets, opts.mode, opts.seed, backend=opts.backend
     )

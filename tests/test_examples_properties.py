@@ -64,17 +64,13 @@ def test_vector_add_under_any_schedule_long(
 KEYSUM_ALL_TASKLETS = [n for n in range(1, 17) if keysum.NR_ELEMS % (n * keysum.CACHE_SIZE) == 0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="examples/wram_fifo_keysum.py, mode 'all': each tasklet scans its "
-    "NR_ELEMS // NR_TASKLETS elements in whole 256-element cache blocks, so when that share "
-    "is not a multiple of 256 (NR_TASKLETS 3, 5, 6, 7, 9..15) blocks overlap the next "
-    "tasklet's share and the last elements are never read: wrong sums, or a fault at the "
-    "end of MRAM",
-)
-def test_keysum_all_tasklets_needs_whole_cache_blocks() -> None:
-    result = aiopim.run(keysum.host, 1, 0, 6, "all", 0, machine=aiopim.MachineConfig(1, 1, "v1B"))
-    assert result["wrong"] == []
+def test_keysum_all_mode_rejects_tasklet_counts_that_split_cache_blocks() -> None:
+    assert keysum.ALL_MODE_TASKLETS == KEYSUM_ALL_TASKLETS == [1, 2, 4, 8, 16]
+    with pytest.raises(ValueError, match="multiple of 256"):
+        keysum.build_program(6, "all")
+    keysum.build_program(6, "each")  # each tasklet scans everything: any count works
+    with pytest.raises(SystemExit):
+        keysum.main(["--dpus", "1", "--tasklets", "3"])
 
 
 @st.composite
@@ -85,7 +81,7 @@ def keysum_cases(draw: st.DrawFn) -> tuple[aiopim.MachineConfig, int, int, int, 
     nr_dpus = draw(st.sampled_from([0, draw(st.integers(1, machine.nr_dpus_per_rank))]))
     mode = draw(st.sampled_from(["all", "each"]))
     # "all" splits the 4,096 elements between the tasklets in whole 256-element cache blocks
-    # (see test_keysum_all_tasklets_needs_whole_cache_blocks); "each" scans them all
+    # (see the test above); "each" scans them all
     tasklets = draw(st.sampled_from(KEYSUM_ALL_TASKLETS) if mode == "all" else st.integers(1, 16))
     return machine, ranks, nr_dpus, tasklets, mode, draw(st.integers(0, 2**16))
 

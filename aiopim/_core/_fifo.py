@@ -50,7 +50,7 @@ class DpuQuirkWarning(UserWarning):
 class RankFifo:
     """``dpu_fifo_rank_t``: one rank's prepared buffers, pointer copies and retry settings."""
 
-    __slots__ = ("matrix", "max_retries", "ptrs", "time_for_retry_us")
+    __slots__ = ("flushes", "matrix", "max_retries", "ptrs", "time_for_retry_us")
 
     def __init__(self, nr_dpus: int) -> None:
         #: host copy of every DPU's (read_ptr, write_ptr), as captured by the last push/flush
@@ -58,6 +58,8 @@ class RankFifo:
         self.matrix: dict[int, Any] = {}
         self.max_retries = timing.FIFO_PUSH_MAX_RETRIES
         self.time_for_retry_us = timing.FIFO_TIME_FOR_RETRY_US
+        #: flush jobs that ran on this rank (tells which ranks of a failed call did flush)
+        self.flushes = 0
 
 
 class FifoLink:
@@ -519,4 +521,5 @@ async def _flush_output(
             dpus=len(buffers),
             elements=sum(fills.values()),
         )
+    rf.flushes += 1
     return E.DPU_OK, ""

@@ -121,23 +121,52 @@ class OutputFifo(_FifoBase):
     def __init__(self, dpus: DpuSet, link: _fifo.FifoLink, dtype: npt.DTypeLike) -> None:
         super().__init__(dpus, link, dtype)
         self._rings = np.zeros((len(dpus), link.ring_bytes), dtype=np.uint8)
+        #: elements flushed by a drain that failed on another rank, returned by the next drain
+        self._held: list[np.ndarray] = [self._empty() for _ in range(len(dpus))]
 
     async def drain(self) -> list[np.ndarray]:
-        """Empty every DPU's FIFO: per DPU, an array ``(k, items_per_element)``, oldest first."""
+        """Empty every DPU's FIFO: per DPU, an array ``(k, items_per_element)``, oldest first.
+
+        If the flush fails on some rank (e.g. its queue was flushed by an earlier asynchronous
+        failure), the error is raised, and what the other ranks' flushes took out of their DPUs
+        is kept and returned first by the next ``drain``.
+        """
         for one, ring in zip(self.dpus.iter_dpus(), self._rings, strict=True):
             _fifo.fifo_prepare_xfer(one, self.link, ring)
-        await _fifo.fifo_push_xfer(self.dpus, self.link, _ops.DPU_XFER_DEFAULT)
-        return self._collect()
+        ranks = self.dpus.rank_list
+        before = [self.link.rank_fifo(r).flushes for r in ranks]
+        try:
+            await _fifo.fifo_push_xfer(self.dpus, self.link, _ops.DPU_XFER_DEFAULT)
+        except DpuError:
+            flushed = {r.index for r, n in zip(ranks, before, strict=True) if self._ran(r, n)}
+            self._held = self._collect(flushed)
+            raise
+        out = self._collect({r.index for r in ranks})
+        self._held = [self._empty() for _ in out]
+        return out
 
-    def _collect(self) -> list[np.ndarray]:
+    def take_held(self) -> list[np.ndarray]:
+        """Per DPU, the elements a failed ``drain`` kept (and forget them)."""
+        held, self._held = self._held, [self._empty() for _ in self._held]
+        return held
+
+    def _ran(self, rank: Any, flushes_before: int) -> bool:
+        return bool(self.link.rank_fifo(rank).flushes != flushes_before)
+
+    def _empty(self) -> np.ndarray:
+        return np.zeros((0, self.items_per_element), dtype=self.dtype)
+
+    def _collect(self, ranks: set[int]) -> list[np.ndarray]:
+        """Elements of the last flush of ``ranks``' DPUs, after those held from a failed drain."""
         out: list[np.ndarray] = []
-        for d, ring in zip(self.dpus.dpu_list, self._rings, strict=True):
-            k = _fifo.fifo_size(self.link, d)
+        for d, ring, held in zip(self.dpus.dpu_list, self._rings, self._held, strict=True):
+            k = _fifo.fifo_size(self.link, d) if d.rank.index in ranks else 0
             if k:
                 rows = [_fifo.fifo_elem(self.link, d, ring, i) for i in range(k)]
-                out.append(np.stack(rows).view(self.dtype).reshape(k, -1).copy())
+                new = np.stack(rows).view(self.dtype).reshape(k, -1).copy()
+                out.append(np.concatenate([held, new]) if len(held) else new)
             else:
-                out.append(np.zeros((0, self.items_per_element), dtype=self.dtype))
+                out.append(held)
         return out
 
     async def stream(self, *, poll_us: float = 10.0) -> AsyncIterator[tuple[int, np.ndarray]]:

@@ -470,13 +470,9 @@ class _Player:
             try:
                 batches = await fout.drain()
             except DpuError:
-                # the flush jobs of other ranks may have run: their elements are in the rings
-                _, ended = self._scan()
-                batches = fout._collect()
-                for pos, j in enumerate(members):
-                    if ended.get(self._rank_of[j]) != 0:
-                        batches[pos] = batches[pos][:0]
-                self._take(members, batches)
+                # the flush jobs of other ranks may have run: the drain kept their elements
+                self._scan()
+                self._take(members, fout.take_held())
                 raise
             self._scan()
             self._take(members, batches)
