@@ -233,6 +233,14 @@ class FifoOps:
         a = self._address(active)
         return 2 if not self.wram[a : a + active.size].any() else 1
 
+    async def _next_input(self, fin: FifoDecl, fout: FifoDecl, active: Var) -> bool:
+        """Poll until an input can be processed (True) or the loop must return (False)."""
+        while True:
+            state = self._loop_state(fin, fout, active)
+            if state != 1:
+                return state == 0
+            await self._wait_loop_change(fin, fout, active)
+
     async def _wait_loop_change(self, fin: FifoDecl, fout: FifoDecl, active: Var) -> None:
         await self.flush()
         if self._loop_state(fin, fout, active) == 1:
@@ -256,13 +264,7 @@ class FifoOps:
         tasklet. ``process(t, input)`` and ``reduce(t, input, output)`` are coroutines (the C
         ``ctx`` argument is a closure here).
         """
-        while True:
-            state = self._loop_state(fin, fout, active)
-            if state == 2:
-                return
-            if state == 1:
-                await self._wait_loop_change(fin, fout, active)
-                continue
+        while await self._next_input(fin, fout, active):
             await self.barrier_wait(barrier)
             head = self.input_fifo_peek(fin)
             await process(self, head)
@@ -286,13 +288,7 @@ class FifoOps:
 
         ``process(t, input, output)`` fills ``output`` from ``input`` (both scratch views).
         """
-        while True:
-            state = self._loop_state(fin, fout, active)
-            if state == 2:
-                return
-            if state == 1:
-                await self._wait_loop_change(fin, fout, active)
-                continue
+        while await self._next_input(fin, fout, active):
             await self.mutex_lock(mutex)
             if self._loop_state(fin, fout, active) != 0:
                 self.mutex_unlock(mutex)
