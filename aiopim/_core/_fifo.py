@@ -30,6 +30,19 @@ from ._ops import (
 )
 from ._program import MemorySpace, Symbol
 from ._rank import Job, Rank
+from ._wramfifo import (
+    DATA_SIZE,
+    MASK64,
+    MAX_PTR_SIZE,
+    PTR_SIZE,
+    READ_PTR,
+    WRITE_PTR,
+    is_full,
+    read_u32,
+    read_u64,
+    struct_size,
+    write_u64,
+)
 
 if TYPE_CHECKING:
     from ._dpu import Dpu
@@ -39,8 +52,6 @@ if TYPE_CHECKING:
 E = DpuErrorCode
 DPU_INPUT_FIFO = 0
 DPU_OUTPUT_FIFO = 1
-_READ_PTR, _WRITE_PTR, _PTR_SIZE, _DATA_SIZE = 0, 8, 24, 28
-_MASK64 = 0xFFFF_FFFF_FFFF_FFFF
 
 
 class DpuQuirkWarning(UserWarning):
@@ -141,7 +152,7 @@ def link_fifo(dset: DpuSetBase, name: str, direction: int) -> FifoLink:
                 E.DPU_ERR_INVALID_WRAM_ACCESS,
                 f"FIFO symbol {sym.name!r} is in {sym.space.value}; WRAM FIFOs live in WRAM",
             )
-    need = 40 if direction == DPU_OUTPUT_FIFO else 32
+    need = struct_size(direction == DPU_OUTPUT_FIFO)
     if struct.size < need:
         raise DpuError(
             E.DPU_ERR_INVALID_WRAM_ACCESS,
@@ -149,9 +160,9 @@ def link_fifo(dset: DpuSetBase, name: str, direction: int) -> FifoLink:
             "INPUT_FIFO_INIT / OUTPUT_FIFO_INIT",
         )
     first = dset.dpu_list[0]
-    ptr_size = _u32(first, struct.offset + _PTR_SIZE)
-    data_size = _u32(first, struct.offset + _DATA_SIZE)
-    if ptr_size > 10 or data_size % 8 or data_size == 0:
+    ptr_size = read_u32(first.wram, struct.offset + PTR_SIZE)
+    data_size = read_u32(first.wram, struct.offset + DATA_SIZE)
+    if ptr_size > MAX_PTR_SIZE or data_size % 8 or data_size == 0:
         raise DpuError(
             E.DPU_ERR_INVALID_WRAM_ACCESS,
             f"FIFO {name!r} on DPU {first.name} reads ptr_size={ptr_size}, data_size={data_size}; "
@@ -206,7 +217,7 @@ def set_time_for_push_retries(link: FifoLink, dset: DpuSetBase, microseconds: in
 def fifo_size(link: FifoLink, dpu: Dpu) -> int:
     """``get_fifo_size``: ``wr - rd`` of the pointer pair captured by the last push/flush."""
     rd, wr = link.rank_fifo(dpu.rank).ptrs[dpu.index]
-    return (int(wr) - int(rd)) & _MASK64
+    return (int(wr) - int(rd)) & MASK64
 
 
 def fifo_elem(link: FifoLink, dpu: Dpu, buf: Any, i: int) -> Bytes:
@@ -275,24 +286,18 @@ async def fifo_push_xfer(dset: DpuSetBase, link: FifoLink, flags: int) -> None:
         )
 
         def body(j: Job) -> None:
-            def done(proc: Process, exc: BaseException | None) -> None:
-                if exc is not None:
-                    rank.kernel.crashed = exc
-                    return
-                code, message = outcome
+            async def run() -> None:
+                code, message = await algorithm(rank)
                 if message:
                     j.info["error"] = message
                 rank.finish(j, code)
 
-            outcome: tuple[DpuErrorCode, str] = (E.DPU_OK, "")
+            def crashed(_: Process, exc: BaseException | None) -> None:
+                if exc is not None:
+                    rank.kernel.crashed = exc
 
-            async def run() -> None:
-                nonlocal outcome
-                outcome = await algorithm(rank)
-
-            rank.kernel.spawn(
-                run(), actor=rank.actor, name=f"{jt.name} on rank {rank.index}", on_exit=done
-            )
+            name = f"{jt.name} on rank {rank.index}"
+            rank.kernel.spawn(run(), actor=rank.actor, name=name, on_exit=crashed)
             return None
 
         job.body = body
@@ -319,23 +324,6 @@ async def _drive_inline(
         await emu.delay(cmd.ps, "an inline FIFO transfer")
 
 
-def _u32(d: Dpu, addr: int) -> int:
-    return int(d.wram[addr : addr + 4].view(np.uint32)[0])
-
-
-def _u64(d: Dpu, addr: int) -> int:
-    return int(d.wram[addr : addr + 8].view(np.uint64)[0])
-
-
-def _set_u64(d: Dpu, addr: int, value: int) -> None:
-    d.wram[addr : addr + 8].view(np.uint64)[0] = value & _MASK64
-    d.wram_written(addr, 8)
-
-
-def _is_full(rd: int, wr: int, mask: int) -> bool:
-    return (rd & mask) == (wr & mask) and rd != wr
-
-
 def _record_ptrs(
     rec: Recorder,
     rank: Rank,
@@ -359,6 +347,29 @@ def _record_ptrs(
     )
 
 
+async def _read_ptrs(
+    link: FifoLink, rank: Rank, dpus: list[Dpu], rec: Recorder | None
+) -> dict[int, tuple[int, int]]:
+    """One pass's read of every DPU's (read_ptr, write_ptr); the link keeps the copy."""
+    await Delay(timing.parallel_wram_access_ps(16 * len(dpus)))
+    s, rf = link.struct.offset, link.rank_fifo(rank)
+    ptrs = {
+        d.index: (read_u64(d.wram, s + READ_PTR), read_u64(d.wram, s + WRITE_PTR)) for d in dpus
+    }
+    for idx, pair in ptrs.items():
+        rf.ptrs[idx] = pair
+    if rec is not None:
+        _record_ptrs(rec, rank, link, ptrs, dpus, read=True)
+    return ptrs
+
+
+def _record_push(
+    rec: Recorder | None, rank: Rank, link: FifoLink, t0: int, dpus: int, retries: int
+) -> None:
+    if rec is not None:
+        rec.add("fifo_push", rank=rank.index, fifo=link.name, start=t0, dpus=dpus, retries=retries)
+
+
 async def _push_input(
     link: FifoLink, rank: Rank, dpus: list[Dpu], buffers: dict[int, Bytes]
 ) -> tuple[DpuErrorCode, str]:
@@ -367,37 +378,24 @@ async def _push_input(
     mask, size = link.capacity - 1, link.data_size
     s, data = link.struct.offset, link.data.offset
     rec = rank.emulator.recorder
-    t0 = rank.kernel.now if rec is not None else 0
+    t0 = rank.kernel.now
     todo = [d for d in dpus if d.index in buffers]
     first, retry, n_retries = True, False, 0
     while True:
-        await Delay(timing.parallel_wram_access_ps(16 * len(dpus)))
-        ptrs = {d.index: (_u64(d, s + _READ_PTR), _u64(d, s + _WRITE_PTR)) for d in dpus}
-        for idx, (rd, wr) in ptrs.items():
-            rf.ptrs[idx] = (rd, wr)
-        if rec is not None:
-            _record_ptrs(rec, rank, link, rf.ptrs, dpus, read=True)
+        ptrs = await _read_ptrs(link, rank, dpus, rec)
         if first:
             first = False
-            none_full = not any(_is_full(rd, wr, mask) for rd, wr in ptrs.values())
+            none_full = not any(is_full(rd, wr, mask) for rd, wr in ptrs.values())
             if none_full and len({wr & mask for _, wr in ptrs.values()}) == 1:
                 await _fast_push(link, dpus, buffers, ptrs)
                 if rec is not None:
                     _record_ptrs(rec, rank, link, rf.ptrs, dpus, read=False)
-                    rec.add(
-                        "fifo_push",
-                        rank=rank.index,
-                        fifo=link.name,
-                        start=t0,
-                        dpus=len(todo),
-                        retries=0,
-                    )
+                _record_push(rec, rank, link, t0, len(todo), 0)
                 return E.DPU_OK, ""
         full: list[Dpu] = []
-        pushed: list[Dpu] = []
         for d in todo:
             rd, wr = ptrs[d.index]
-            if _is_full(rd, wr, mask):
+            if is_full(rd, wr, mask):
                 retry = True
                 full.append(d)
                 continue
@@ -406,10 +404,9 @@ async def _push_input(
             d.wram[slot : slot + size] = buffers[d.index][:size]
             d.wram_written(slot, size)
             await Delay(timing.parallel_wram_access_ps(8))
-            _set_u64(d, s + _WRITE_PTR, wr + 1)
+            write_u64(d, s + WRITE_PTR, wr + 1)
             rf.ptrs[d.index] = (rd, wr + 1)
-            pushed.append(d)
-        if rec is not None and pushed:
+        if rec is not None and len(full) < len(todo):
             _record_ptrs(rec, rank, link, rf.ptrs, dpus, read=False)
         todo = full
         if retry:  # sticky once set (QUIRK reproduced, spec §4.3 step 4)
@@ -436,15 +433,7 @@ async def _push_input(
                     "DPUs' output FIFOs faster or raise the retry limits"
                 )
         if not todo:
-            if rec is not None:
-                rec.add(
-                    "fifo_push",
-                    rank=rank.index,
-                    fifo=link.name,
-                    start=t0,
-                    dpus=len(buffers),
-                    retries=n_retries,
-                )
+            _record_push(rec, rank, link, t0, len(buffers), n_retries)
             return E.DPU_OK, ""
 
 
@@ -472,7 +461,7 @@ async def _fast_push(
         )
     rf = link.rank_fifo(dpus[0].rank)
     for d in dpus:
-        _set_u64(d, s + _WRITE_PTR, wr0 + 1)
+        write_u64(d, s + WRITE_PTR, wr0 + 1)
         rf.ptrs[d.index] = (ptrs[d.index][0], wr0 + 1)
 
 
@@ -483,15 +472,11 @@ async def _flush_output(
     rf = link.rank_fifo(rank)
     s, ring = link.struct.offset, link.ring_bytes
     rec = rank.emulator.recorder
-    t0 = rank.kernel.now if rec is not None else 0
-    await Delay(timing.parallel_wram_access_ps(16 * len(dpus)))
-    ptrs = {d.index: (_u64(d, s + _READ_PTR), _u64(d, s + _WRITE_PTR)) for d in dpus}
-    for idx, pair in ptrs.items():
-        rf.ptrs[idx] = pair
-    if rec is not None:
-        _record_ptrs(rec, rank, link, ptrs, dpus, read=True)
-    fills = {idx: (wr - rd) & _MASK64 for idx, (rd, wr) in ptrs.items()}
-    if max(fills.values(), default=0) > 0:
+    t0 = rank.kernel.now
+    ptrs = await _read_ptrs(link, rank, dpus, rec)
+    fills = {idx: (wr - rd) & MASK64 for idx, (rd, wr) in ptrs.items()}
+    drained = any(fills.values())
+    if drained:
         await Delay(timing.parallel_wram_access_ps(ring * len(buffers)))
         data = link.data.offset
         for d in dpus:
@@ -508,9 +493,9 @@ async def _flush_output(
                 stacklevel=1,
             )
         for d in dpus:
-            _set_u64(d, s + _READ_PTR, ptrs[d.index][1])
+            write_u64(d, s + READ_PTR, ptrs[d.index][1])
     if rec is not None:
-        if max(fills.values(), default=0) > 0:
+        if drained:
             emptied = {i: (wr, wr) for i, (_, wr) in ptrs.items()}
             _record_ptrs(rec, rank, link, emptied, dpus, read=False)
         rec.add(

@@ -16,31 +16,35 @@ import numpy as np
 
 from .. import timing
 from .._core._dpu import SpinCommand
+from .._core._wramfifo import (
+    DATA_PTR,
+    DATA_SIZE,
+    MAX_PTR_SIZE,
+    NB_RESERVED,
+    OUTPUT_STRUCT_SIZE,
+    PTR_SIZE,
+    READ_PTR,
+    TMP_DATA_PTR,
+    WRITE_PTR,
+    is_full,
+    read_u32,
+    read_u64,
+    struct_size,
+    write_u64,
+)
 
 if TYPE_CHECKING:
     from .._core._dpu import Dpu
     from ._program import BarrierDecl, MutexDecl, Var
     from ._tasklet import TaskletProgram
 
-MAX_FIFO_PTR_SIZE = 10
-INPUT_FIFO_STRUCT_SIZE = 32
-OUTPUT_FIFO_STRUCT_SIZE = 40  # 36 bytes of fields, padded to 8
-
-# struct offsets (spec §4.1)
-READ_PTR = 0
-WRITE_PTR = 8
-DATA_PTR = 16
-TMP_DATA_PTR = 20
-PTR_SIZE = 24
-DATA_SIZE = 28
-NB_RESERVED = 32
-
 
 def check_fifo_geometry(name: str, ptr_size: int, data_size: int) -> None:
     """The static asserts of ``INPUT_FIFO_INIT`` / ``OUTPUT_FIFO_INIT``."""
-    if not isinstance(ptr_size, int) or not 1 <= ptr_size <= MAX_FIFO_PTR_SIZE:
+    if not isinstance(ptr_size, int) or not 1 <= ptr_size <= MAX_PTR_SIZE:
         raise ValueError(
-            f"FIFO {name!r}: ptr_size is log2 of the capacity and must be in 1..10, not {ptr_size}"
+            f"FIFO {name!r}: ptr_size is log2 of the capacity and must be in "
+            f"1..{MAX_PTR_SIZE}, not {ptr_size}"
         )
     if not isinstance(data_size, int) or data_size <= 0 or data_size % 8:
         raise ValueError(
@@ -72,7 +76,7 @@ class FifoDecl:
 
     def struct_image(self, struct_addr: int, data_addr: int, tmp_addr: int) -> bytes:
         """Initial bytes of the struct (``{0, 0, data, tmp_data, PTR_SIZE, DATA_SIZE[, 0]}``)."""
-        size = OUTPUT_FIFO_STRUCT_SIZE if self.output else INPUT_FIFO_STRUCT_SIZE
+        size = struct_size(self.output)
         raw = np.zeros(size, dtype=np.uint8)
         raw[DATA_PTR : DATA_PTR + 4].view(np.uint32)[0] = data_addr
         raw[TMP_DATA_PTR : TMP_DATA_PTR + 4].view(np.uint32)[0] = tmp_addr
@@ -108,50 +112,42 @@ class FifoOps:
         return self.program.address_of(where)
 
     # -- raw struct access -----------------------------------------------------------------------
-    def _u64(self, addr: int) -> int:
-        return int(self.wram[addr : addr + 8].view(np.uint64)[0])
-
-    def _set_u64(self, addr: int, value: int) -> None:
-        self.wram[addr : addr + 8].view(np.uint64)[0] = value & 0xFFFF_FFFF_FFFF_FFFF
-        self.dpu.wram_written(addr, 8)
-
-    def _u32(self, addr: int) -> int:
-        return int(self.wram[addr : addr + 4].view(np.uint32)[0])
-
-    def _set_u32(self, addr: int, value: int) -> None:
-        self.wram[addr : addr + 4].view(np.uint32)[0] = value & 0xFFFF_FFFF
-
     def _slot(self, fifo: FifoDecl, ptr: int) -> np.ndarray:
-        base = self._u32(self._address(fifo.struct) + DATA_PTR)
+        base = read_u32(self.wram, self._address(fifo.struct) + DATA_PTR)
         start = base + (ptr & fifo.mask) * fifo.data_size
         return self.wram[start : start + fifo.data_size]
+
+    def _empty(self, fifo: FifoDecl) -> bool:
+        s = self._address(fifo.struct)
+        return read_u64(self.wram, s + READ_PTR) == read_u64(self.wram, s + WRITE_PTR)
+
+    def _full(self, fifo: FifoDecl) -> bool:
+        s = self._address(fifo.struct)
+        wr = read_u64(self.wram, s + WRITE_PTR) + read_u32(self.wram, s + NB_RESERVED)
+        return is_full(read_u64(self.wram, s + READ_PTR), wr, fifo.mask)
 
     # -- input FIFO --------------------------------------------------------------------------------
     def is_input_fifo_empty(self, fifo: FifoDecl) -> bool:
         """``read_ptr == write_ptr``."""
-        s = self._address(fifo.struct)
         self._pending += timing.FIFO_CHECK_INSTRUCTIONS
-        return self._u64(s + READ_PTR) == self._u64(s + WRITE_PTR)
+        return self._empty(fifo)
 
     def input_fifo_peek(self, fifo: FifoDecl) -> np.ndarray:
         """The head element as a WRAM view of ``data_size`` bytes (no emptiness check)."""
         self._pending += timing.FIFO_PEEK_INSTRUCTIONS
-        return self._slot(fifo, self._u64(self._address(fifo.struct) + READ_PTR))
+        return self._slot(fifo, read_u64(self.wram, self._address(fifo.struct) + READ_PTR))
 
     def input_fifo_pop(self, fifo: FifoDecl) -> None:
         """``read_ptr++`` (no emptiness check)."""
-        s = self._address(fifo.struct)
+        at = self._address(fifo.struct) + READ_PTR
         self._pending += timing.FIFO_POP_INSTRUCTIONS
-        self._set_u64(s + READ_PTR, self._u64(s + READ_PTR) + 1)
+        write_u64(self.dpu, at, read_u64(self.wram, at) + 1)
 
     # -- output FIFO -------------------------------------------------------------------------------
     def is_output_fifo_full(self, fifo: FifoDecl) -> bool:
         """Full when ``write_ptr + nb_reserved - read_ptr`` reaches the capacity."""
-        s = self._address(fifo.struct)
         self._pending += timing.FIFO_CHECK_INSTRUCTIONS
-        rd = self._u64(s + READ_PTR)
-        wr = self._u64(s + WRITE_PTR) + self._u32(s + NB_RESERVED)
-        return (rd & fifo.mask) == (wr & fifo.mask) and rd != wr
+        return self._full(fifo)
 
     def output_fifo_push(self, fifo: FifoDecl, element: Any) -> None:
         """Copy ``data_size`` bytes into slot ``write_ptr``, then ``write_ptr++`` (no check)."""
@@ -160,20 +156,20 @@ class FifoOps:
             raise ValueError(
                 f"output FIFO {fifo.name!r} elements are {fifo.data_size} bytes; got {len(data)}"
             )
-        s = self._address(fifo.struct)
-        wr = self._u64(s + WRITE_PTR)
+        at = self._address(fifo.struct) + WRITE_PTR
+        wr = read_u64(self.wram, at)
         self._slot(fifo, wr)[:] = data[: fifo.data_size]
         self._pending += timing.FIFO_PUSH_INSTRUCTIONS + timing.memcpy_instructions(fifo.data_size)
-        self._set_u64(s + WRITE_PTR, wr + 1)
+        write_u64(self.dpu, at, wr + 1)
 
     def _reserve(self, fifo: FifoDecl, delta: int) -> None:
-        s = self._address(fifo.struct)
-        self._set_u32(s + NB_RESERVED, self._u32(s + NB_RESERVED) + delta)
+        at = self._address(fifo.struct) + NB_RESERVED
+        self.wram[at : at + 4].view(np.uint32)[0] = read_u32(self.wram, at) + delta
         self._pending += timing.FIFO_POP_INSTRUCTIONS
 
     def tmp_data(self, fifo: FifoDecl) -> np.ndarray:
         """This tasklet's scratch element of ``fifo`` (``tmp_data + me() * data_size``)."""
-        base = self._u32(self._address(fifo.struct) + TMP_DATA_PTR)
+        base = read_u32(self.wram, self._address(fifo.struct) + TMP_DATA_PTR)
         start = base + self.me() * fifo.data_size
         return self.wram[start : start + fifo.data_size]
 
@@ -185,7 +181,7 @@ class FifoOps:
         for w in watched:
             if isinstance(w, FifoDecl):
                 s = self._address(w.struct)
-                ranges.append((s, s + OUTPUT_FIFO_STRUCT_SIZE if w.output else s + 16))
+                ranges.append((s, s + OUTPUT_STRUCT_SIZE if w.output else s + READ_PTR + 16))
             elif isinstance(w, Var):
                 a = self._address(w)
                 ranges.append((a, a + w.size))
@@ -221,32 +217,24 @@ class FifoOps:
             await SpinCommand(self.dpu, ranges, label)
 
     def _loop_state(self, fin: FifoDecl, fout: FifoDecl, active: Var) -> int:
-        """0: process the head, 1: wait, 2: return (the helpers' loop test, charged once)."""
-        self._pending += timing.FIFO_POLL_LOOP_INSTRUCTIONS
-        s_in, s_out = self._address(fin.struct), self._address(fout.struct)
-        empty = self._u64(s_in + READ_PTR) == self._u64(s_in + WRITE_PTR)
-        if not empty:
-            rd = self._u64(s_out + READ_PTR)
-            wr = self._u64(s_out + WRITE_PTR) + self._u32(s_out + NB_RESERVED)
-            full = (rd & fout.mask) == (wr & fout.mask) and rd != wr
-            return 1 if full else 0
+        """0: process the head, 1: wait, 2: return (the helpers' loop test)."""
+        if not self._empty(fin):
+            return 1 if self._full(fout) else 0
         a = self._address(active)
         return 2 if not self.wram[a : a + active.size].any() else 1
 
     async def _next_input(self, fin: FifoDecl, fout: FifoDecl, active: Var) -> bool:
         """Poll until an input can be processed (True) or the loop must return (False)."""
-        while True:
-            state = self._loop_state(fin, fout, active)
-            if state != 1:
-                return state == 0
-            await self._wait_loop_change(fin, fout, active)
+        state = 1
 
-    async def _wait_loop_change(self, fin: FifoDecl, fout: FifoDecl, active: Var) -> None:
-        await self.flush()
-        if self._loop_state(fin, fout, active) == 1:
-            self._pending = 0  # the re-check is part of the spinning, which is accounted for
-            label = f"input FIFO {fin.name!r} / output FIFO {fout.name!r} (empty or full)"
-            await SpinCommand(self.dpu, self._ranges((fin, fout, active)), label)
+        def settled() -> bool:
+            nonlocal state
+            state = self._loop_state(fin, fout, active)
+            return state != 1
+
+        label = f"input FIFO {fin.name!r} / output FIFO {fout.name!r} (empty or full)"
+        await self.poll_until(settled, fin, fout, active, label=label)
+        return state == 0
 
     # -- the loop helpers --------------------------------------------------------------------------
     async def process_inputs_all_tasklets(
@@ -290,6 +278,7 @@ class FifoOps:
         """
         while await self._next_input(fin, fout, active):
             await self.mutex_lock(mutex)
+            self._pending += timing.FIFO_POLL_LOOP_INSTRUCTIONS
             if self._loop_state(fin, fout, active) != 0:
                 self.mutex_unlock(mutex)
                 continue

@@ -18,12 +18,8 @@ from .._core._program import (
     MemorySpace,
     Symbol,
 )
-from ._fifo import (
-    INPUT_FIFO_STRUCT_SIZE,
-    OUTPUT_FIFO_STRUCT_SIZE,
-    FifoDecl,
-    check_fifo_geometry,
-)
+from .._core._wramfifo import struct_size
+from ._fifo import FifoDecl, check_fifo_geometry
 from ._mram import DEFAULT_SEQREAD_CACHE_SIZE, SEQREAD_CACHE_SIZES
 from ._stdio import (
     DEFAULT_STDOUT_BUFFER_SIZE,
@@ -198,8 +194,7 @@ class Program(DpuProgram):
         check_fifo_geometry(name, ptr_size, data_size)
         data = self.host(f"__{name}_data", np.uint8, (1 << ptr_size) * data_size)
         tmp = self.wram(f"__{name}_tmp_data", np.uint8, self._nr_tasklets * data_size)
-        size = OUTPUT_FIFO_STRUCT_SIZE if output else INPUT_FIFO_STRUCT_SIZE
-        struct = self.host(name, np.uint8, size)
+        struct = self.host(name, np.uint8, struct_size(output))
         decl = FifoDecl(name, ptr_size, data_size, output, struct, data, tmp)
         self._fifos.append(decl)
         return decl

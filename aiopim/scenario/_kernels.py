@@ -9,8 +9,8 @@ import numpy as np
 from .. import timing
 from .._core._kernel import Delay
 from .._core._program import DPU_MRAM_HEAP_POINTER_NAME
+from .._core._wramfifo import READ_PTR, WRITE_PTR
 from ..dpu import DpuFault, FifoDecl, Program, Tasklet
-from ..dpu._fifo import READ_PTR, WRITE_PTR
 from ._spec import KernelKind, Param, ProgramSpec, parse_duration, register_kernel
 
 

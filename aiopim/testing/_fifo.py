@@ -25,8 +25,9 @@ from .._core._emulator import current_emulator
 from .._core._errors import DpuError, JobType
 from .._core._fifo import DpuQuirkWarning
 from .._core._machine import MachineConfig
+from .._core._wramfifo import WRITE_PTR
 from ..dpu import Program, Tasklet
-from ..dpu._fifo import WRITE_PTR, check_fifo_geometry
+from ..dpu._fifo import check_fifo_geometry
 from ..host import DpuSet, InputFifo, OutputFifo
 from ._checks import FifoReport, fifo_conservation
 from ._jobs import OpResult
