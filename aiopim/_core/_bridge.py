@@ -45,7 +45,6 @@ class Bridge:
         #: cancelled (with ``failure`` set) when the host must be stopped (deadlock, crash)
         self.main_scope: anyio.CancelScope | None = None
         self.failure: BaseException | None = None
-        self.idle_passes = 0
 
     # -- host side ---------------------------------------
     async def wait(self, waiter: HostWaiter) -> Any:
@@ -88,7 +87,6 @@ class Bridge:
         Returns False when nothing can happen and no aiopim wait is pending (the event loop
         then blocks for real, e.g. while trio shuts down its system tasks).
         """
-        self.idle_passes += 1
         k = self.kernel
         if self._deliver_one():
             return True

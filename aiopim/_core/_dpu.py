@@ -239,7 +239,7 @@ class SpinCommand(Command):
         self.ranges = ranges
         self.label = label
         self.mark = 0.0
-        self.proc: Process | None = None
+        self.proc: Process  # set by arm(); only armed commands are in Dpu.spinners
 
     def arm(self, proc: Process) -> None:
         proc.blocked_on = self.label
@@ -378,12 +378,10 @@ class Dpu:
             return
         end = start + length
         keep: list[SpinCommand] = []
-        for spin in self.spinners:
-            proc = spin.proc
-            if proc is None or proc.done:
-                continue
+        for spin in self.spinners:  # a spinner's tasklet is parked: it cannot have exited
             if spin.watches(start, end):
                 self.pipeline.unspin(spin.mark)
+                proc = spin.proc
                 proc.blocked_on = None
                 self.kernel.call_soon(proc.resume, None, proc.actor)
             else:

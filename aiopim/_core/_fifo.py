@@ -27,6 +27,7 @@ from ._ops import (
     common_program,
     get_symbol,
     host_view,
+    require_parallel_wram,
 )
 from ._program import MemorySpace, Symbol
 from ._rank import Job, Rank
@@ -239,13 +240,7 @@ def fifo_elem(link: FifoLink, dpu: Dpu, buf: Any, i: int) -> Bytes:
 @_logged("fifo_push_xfer")
 async def fifo_push_xfer(dset: DpuSetBase, link: FifoLink, flags: int) -> None:
     """``dpu_fifo_push_xfer``: one PARALLEL_FIFO_PUSH or _FLUSH job per rank."""
-    emu = dset.emulator
-    if not emu.config.chip_profile.supports_parallel_wram:
-        raise DpuError(
-            E.DPU_ERR_INVALID_PARALLEL_MEMORY_TRANSFER,
-            f"WRAM FIFOs need parallel WRAM access, which {emu.config.chip_profile.name} DPUs "
-            "do not have (v1B only); use profile chip=v1B",
-        )
+    require_parallel_wram(dset, "WRAM FIFOs")
     single = dset._dpu
     # QUIRK fixed: the SDK always enqueues a PUSH on a single-DPU set, even for an output link
     jt = JobType.PARALLEL_FIFO_PUSH if link.is_input else JobType.PARALLEL_FIFO_FLUSH

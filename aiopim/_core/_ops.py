@@ -457,19 +457,25 @@ def _check_symbol_access(
             f"IRAM transfers need address and length multiples of 8 (address {address:#x}, "
             f"length {length})",
         )
-    chip = dset.emulator.config.chip_profile
-    if parallel and not dset.is_single_dpu and not chip.supports_parallel_wram:
-        raise DpuError(
-            E.DPU_ERR_INVALID_PARALLEL_MEMORY_TRANSFER,
-            f"DPU_XFER_PARALLEL needs parallel WRAM access, which {chip.name} DPUs do not have "
-            "(v1B only); use profile chip=v1B",
-        )
+    if parallel and not dset.is_single_dpu:
+        require_parallel_wram(dset, "DPU_XFER_PARALLEL")
     if parallel and not dset.is_single_dpu and space is not MemorySpace.WRAM:
         raise DpuError(
             E.DPU_ERR_INVALID_PARALLEL_MEMORY_TRANSFER,
             f"DPU_XFER_PARALLEL reaches WRAM only; {sym.name!r} is in {space.value}",
         )
     return _Target(space, space_offset(address), length)
+
+
+def require_parallel_wram(dset: DpuSetBase, what: str) -> None:
+    """Parallel WRAM access is a v1B feature (doc 263): refuse it at the call on v1A."""
+    chip = dset.emulator.config.chip_profile
+    if not chip.supports_parallel_wram:
+        raise DpuError(
+            E.DPU_ERR_INVALID_PARALLEL_MEMORY_TRANSFER,
+            f"{what} needs parallel WRAM access, which {chip.name} DPUs do not have (v1B only); "
+            "use profile chip=v1B",
+        )
 
 
 def _check_in_job(dpu: Dpu, t: _Target) -> bool:

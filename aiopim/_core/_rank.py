@@ -124,7 +124,6 @@ class Rank:
         self.last_launch_type = JobType.LAUNCH_RANK
         self._fault_reported = False
         self._slot_waiters: deque[HostWaiter] = deque()
-        self._poll_pending = False
         self._seq = 0
         #: host pointers per DPU index, recorded by dpu_prepare_xfer
         self.xfer_matrix: dict[int, Any] = {}

@@ -138,7 +138,11 @@ class OutputFifo(_FifoBase):
         try:
             await _fifo.fifo_push_xfer(self.dpus, self.link, _ops.DPU_XFER_DEFAULT)
         except DpuError:
-            flushed = {r.index for r, n in zip(ranks, before, strict=True) if self._ran(r, n)}
+            flushed = {
+                r.index
+                for r, n in zip(ranks, before, strict=True)
+                if self.link.rank_fifo(r).flushes != n
+            }
             self._held = self._collect(flushed)
             raise
         out = self._collect({r.index for r in ranks})
@@ -149,9 +153,6 @@ class OutputFifo(_FifoBase):
         """Per DPU, the elements a failed ``drain`` kept (and forget them)."""
         held, self._held = self._held, [self._empty() for _ in self._held]
         return held
-
-    def _ran(self, rank: Any, flushes_before: int) -> bool:
-        return bool(self.link.rank_fifo(rank).flushes != flushes_before)
 
     def _empty(self) -> np.ndarray:
         return np.zeros((0, self.items_per_element), dtype=self.dtype)
