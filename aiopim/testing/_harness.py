@@ -92,7 +92,7 @@ def _find_deadlock(error: BaseException | None) -> DeadlockError | None:
 
 def _recorder(emu: Emulator) -> Recorder:
     if emu.recorder is None:
-        raise ValueError("this run was made with record=False")
+        raise ValueError("the emulator was created with record=False")
     return emu.recorder
 
 
