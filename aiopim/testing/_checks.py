@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from .._core._emulator import BACKENDS, Emulator
 from .._core._errors import PARALLEL_JOB_TYPES, DeadlockError
 from .._core._machine import MachineConfig
-from ._harness import Execution, _recorder, new_emulator, replay_hint
+from ._harness import Execution, new_emulator, recorder_of, replay_hint
 
 T = TypeVar("T")
 Event = tuple[int, str, dict[str, Any]]
@@ -23,7 +23,7 @@ def _events(source: Source) -> list[Event]:
     if isinstance(source, Execution):
         return source.events
     if isinstance(source, Emulator):
-        return _recorder(source).iter_events()
+        return recorder_of(source).iter_events()
     return list(source)
 
 
@@ -296,7 +296,7 @@ def assert_deterministic(
         for _ in range(repeat):
             emu = new_emulator(machine, explore_seed=explore_seed)
             emu.run(main, *args, backend=backend)
-            traces.append((backend, _recorder(emu).to_jsonl()))
+            traces.append((backend, recorder_of(emu).to_jsonl()))
     first_backend, first = traces[0]
     for backend, trace in traces[1:]:
         if trace != first:
