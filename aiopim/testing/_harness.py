@@ -91,6 +91,7 @@ def _find_deadlock(error: BaseException | None) -> DeadlockError | None:
 
 
 def recorder_of(emu: Emulator) -> Recorder:
+    """The emulator's recorder (a ValueError if it records nothing)."""
     if emu.recorder is None:
         raise ValueError("the emulator was created with record=False")
     return emu.recorder
