@@ -84,8 +84,8 @@ class FifoStream:
                 f"the output elements ({self.output.data_size} B) must hold an input element "
                 f"({self.input.data_size} B) to echo it"
             )
-        if not 1 <= self.nr_tasklets <= 16:
-            raise ValueError("nr_tasklets must be in 1..16 (v1B)")
+        if not 1 <= self.nr_tasklets <= timing.V1B.nr_threads:
+            raise ValueError(f"nr_tasklets must be in 1..{timing.V1B.nr_threads} (v1B)")
         if self.work < 0:
             raise ValueError("work must be >= 0")
 
@@ -139,12 +139,8 @@ def fifo_echo_program(stream: FifoStream, name: str = "aiopim-testing-fifo-echo"
         out[:size] = element
 
     async def process_each(t: Tasklet, element: np.ndarray, out: np.ndarray) -> None:
-        n = _work(stream, element)
-        if n:
-            t.compute(n)
-            await t.flush()
-        out[:] = 0
-        out[:size] = element
+        await process_all(t, element)
+        await reduce(t, element, out)
 
     @prog.main
     async def main(t: Tasklet) -> None:
