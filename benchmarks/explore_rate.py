@@ -62,15 +62,25 @@ from aiopim.testing import (
 BACKENDS = ("asyncio", "trio")
 
 
-def best_rate(runs: int, repeat: int, body: Callable[[int], Any]) -> float:
+def best_batch_rate(count: int, repeat: int, batch: Callable[[], Any]) -> float:
+    """``count / seconds`` of the fastest of ``repeat`` calls of ``batch`` (``count`` runs)."""
     best = 0.0
     for _ in range(repeat):
         gc.collect()
         t0 = time.perf_counter()
+        batch()
+        best = max(best, count / (time.perf_counter() - t0))
+    return best
+
+
+def best_rate(runs: int, repeat: int, body: Callable[[int], Any]) -> float:
+    """Runs per second of ``body(0) ... body(runs - 1)``, best of ``repeat``."""
+
+    def batch() -> None:
         for i in range(runs):
             body(i)
-        best = max(best, runs / (time.perf_counter() - t0))
-    return best
+
+    return best_batch_rate(runs, repeat, batch)
 
 
 def racy(backend: str, runs: int, repeat: int) -> tuple[float, int, int]:
@@ -127,13 +137,7 @@ def fifo_hypothesis_rate(backend: str, runs: int, repeat: int) -> float:
         )
         run.unwrap().assert_conserved()
 
-    best = 0.0
-    for _ in range(repeat):
-        gc.collect()
-        t0 = time.perf_counter()
-        prop()
-        best = max(best, runs / (time.perf_counter() - t0))
-    return best
+    return best_batch_rate(runs, repeat, prop)
 
 
 async def ops_host(machine: aiopim.MachineConfig, ops: list[Op]) -> OpsLog:
@@ -154,13 +158,7 @@ def hypothesis_rate(backend: str, runs: int, repeat: int) -> float:
         run = pim.execute(ops_host, machine, ops, machine=machine, explore_seed=explore_seed)
         RankQueueModel(machine).check(run.emulator, run.unwrap(), ops)
 
-    best = 0.0
-    for _ in range(repeat):
-        gc.collect()
-        t0 = time.perf_counter()
-        prop()
-        best = max(best, runs / (time.perf_counter() - t0))
-    return best
+    return best_batch_rate(runs, repeat, prop)
 
 
 def main(argv: list[str] | None = None) -> int:

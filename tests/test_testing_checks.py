@@ -118,10 +118,7 @@ def test_no_overtaking_detects_a_job_starting_before_its_predecessor_ended() -> 
 
 
 def test_sync_semantics_detects_a_sync_while_dpus_run() -> None:
-    run = [
-        (10, "dpu_boot", {"rank": 0, "dpu": 3}),
-        (50, "dpu_run", {"rank": 0, "dpu": 3, "start": 10}),
-    ]
+    run = [(50, "dpu_run", {"rank": 0, "dpu": 3, "start": 10})]  # DPU 3 ran from 10 to 50
     good = [
         _job(0, "job_submit", 1, "SYNC"),
         _job(51, "job_start", 1, "SYNC"),
@@ -143,9 +140,9 @@ def test_sync_semantics_detects_a_sync_while_dpus_run() -> None:
 
 
 def test_project_events() -> None:
-    events = [_job(0, "job_submit", 1, "SYNC", rank=2), (1, "dpu_boot", {"rank": 2, "dpu": 0})]
-    assert project(events) == [("job_submit", 2, "SYNC"), ("dpu_boot", 2, None)]
-    assert project(events, "dpu_boot", fields=("dpu",)) == [("dpu_boot", 0)]
+    events = [_job(0, "job_submit", 1, "SYNC", rank=2), (1, "dpu_run", {"rank": 2, "dpu": 0})]
+    assert project(events) == [("job_submit", 2, "SYNC"), ("dpu_run", 2, None)]
+    assert project(events, "dpu_run", fields=("dpu",)) == [("dpu_run", 0)]
 
 
 # --- model limits --------------------------------------------------------------------------------

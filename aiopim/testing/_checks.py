@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from .._core._emulator import BACKENDS, Emulator
 from .._core._errors import PARALLEL_JOB_TYPES, DeadlockError
 from .._core._machine import MachineConfig
-from ._harness import Execution, new_emulator, replay_hint
+from ._harness import Execution, new_emulator, recorder_of, replay_hint
 
 T = TypeVar("T")
 Event = tuple[int, str, dict[str, Any]]
@@ -23,9 +23,7 @@ def _events(source: Source) -> list[Event]:
     if isinstance(source, Execution):
         return source.events
     if isinstance(source, Emulator):
-        if source.recorder is None:
-            raise ValueError("the emulator was created with record=False")
-        return source.recorder.iter_events()
+        return recorder_of(source).iter_events()
     return list(source)
 
 
@@ -85,18 +83,12 @@ def assert_no_overtaking(source: Source) -> None:
             prev = job
 
 
-def _dpu_runs(events: list[Event]) -> dict[int, list[tuple[int, int | None, int]]]:
-    """Per rank, ``(boot, stop or None, dpu)`` of every DPU run."""
-    open_runs: dict[tuple[int, int], int] = {}
-    runs: dict[int, list[tuple[int, int | None, int]]] = {}
+def _dpu_runs(events: list[Event]) -> dict[int, list[tuple[int, int, int]]]:
+    """Per rank, ``(boot, stop, dpu)`` of every recorded DPU run."""
+    runs: dict[int, list[tuple[int, int, int]]] = {}
     for t, kind, f in events:
-        if kind == "dpu_boot":
-            open_runs[(f["rank"], f["dpu"])] = t
-        elif kind == "dpu_run":
-            open_runs.pop((f["rank"], f["dpu"]), None)
+        if kind == "dpu_run":
             runs.setdefault(f["rank"], []).append((f["start"], t, f["dpu"]))
-    for (rank, dpu), boot in open_runs.items():
-        runs.setdefault(rank, []).append((boot, None, dpu))
     return runs
 
 
@@ -113,8 +105,8 @@ def assert_sync_semantics(source: Source) -> None:
             start = job["start"]
             end = job["end"] if job["end"] is not None else start
             for boot, stop, dpu in runs.get(rank, []):
-                running_at_start = boot <= start and (stop is None or start < stop)
-                overlaps = stop is not None and start < stop and boot < end
+                running_at_start = boot <= start < stop
+                overlaps = start < stop and boot < end
                 if running_at_start or overlaps:
                     raise AssertionError(
                         f"rank {rank}: non-parallel job {job['seq']} ({job['type']}) "
@@ -304,8 +296,7 @@ def assert_deterministic(
         for _ in range(repeat):
             emu = new_emulator(machine, explore_seed=explore_seed)
             emu.run(main, *args, backend=backend)
-            assert emu.recorder is not None
-            traces.append((backend, emu.recorder.to_jsonl()))
+            traces.append((backend, recorder_of(emu).to_jsonl()))
     first_backend, first = traces[0]
     for backend, trace in traces[1:]:
         if trace != first:

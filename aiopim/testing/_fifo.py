@@ -38,7 +38,7 @@ OUTPUT_FIFO = "fout"
 ACTIVE_SYMBOL = "active"
 MODES = ("all", "each")
 _M64 = (1 << 64) - 1
-_PUSH, _FLUSH = int(JobType.PARALLEL_FIFO_PUSH), int(JobType.PARALLEL_FIFO_FLUSH)
+_PUSH = int(JobType.PARALLEL_FIFO_PUSH)
 
 
 @dataclass(frozen=True)
@@ -85,8 +85,8 @@ class FifoStream:
                 f"the output elements ({self.output.data_size} B) must hold an input element "
                 f"({self.input.data_size} B) to echo it"
             )
-        if not 1 <= self.nr_tasklets <= 16:
-            raise ValueError("nr_tasklets must be in 1..16 (v1B)")
+        if not 1 <= self.nr_tasklets <= timing.V1B.nr_threads:
+            raise ValueError(f"nr_tasklets must be in 1..{timing.V1B.nr_threads} (v1B)")
         if self.work < 0:
             raise ValueError("work must be >= 0")
 
@@ -140,12 +140,8 @@ def fifo_echo_program(stream: FifoStream, name: str = "aiopim-testing-fifo-echo"
         out[:size] = element
 
     async def process_each(t: Tasklet, element: np.ndarray, out: np.ndarray) -> None:
-        n = _work(stream, element)
-        if n:
-            t.compute(n)
-            await t.flush()
-        out[:] = 0
-        out[:size] = element
+        await process_all(t, element)
+        await reduce(t, element, out)
 
     @prog.main
     async def main(t: Tasklet) -> None:
@@ -247,15 +243,12 @@ class FifoLog:
         """The error value of each operation (None when it succeeded)."""
         return [r.error for r in self.results]
 
-    def _rank(self, dpu: int) -> int:
-        return self.rank_of[dpu]
-
     def report(self) -> FifoReport:
         """FIFO conservation over the DPUs of healthy ranks (one channel per DPU)."""
-        keep = [self._rank(d) not in self.broken_ranks for d, _ in self.pushed]
+        keep = [self.rank_of[d] not in self.broken_ranks for d, _ in self.pushed]
         pushed = [e for e, k in zip(self.pushed, keep, strict=True) if k]
         accepted = [a for a, k in zip(self.accepted, keep, strict=True) if k]
-        drained = [e for e in self.drained if self._rank(e[0]) not in self.broken_ranks]
+        drained = [e for e in self.drained if self.rank_of[e[0]] not in self.broken_ranks]
         return fifo_conservation(
             pushed, accepted, drained, channel=lambda e: e[0], ordered=self.ordered
         )
@@ -264,7 +257,7 @@ class FifoLog:
         """On broken ranks elements may stay inside the DPUs; nothing else may go wrong."""
         problems: list[str] = []
         for dpu in range(self.nr_dpus):
-            if self._rank(dpu) not in self.broken_ranks:
+            if self.rank_of[dpu] not in self.broken_ranks:
                 continue
             want = [
                 v for (d, v), a in zip(self.pushed, self.accepted, strict=True) if d == dpu and a
@@ -293,25 +286,29 @@ class FifoLog:
 class _Pending:
     op: int
     values: tuple[int | None, ...]  # for the DPUs of one rank
-    wait: bool
 
 
 class _Player:
     def __init__(
-        self, dpus: DpuSet, stream: FifoStream, log: FifoLog, poll_us: int, drain: DrainFn | None
+        self, dpus: DpuSet, stream: FifoStream, poll_us: int, drain: DrainFn | None
     ) -> None:
         self.dpus = dpus
         self.drain_fn = drain
         self.stream = stream
-        self.log = log
         self.poll_us = poll_us
         self.emu = current_emulator()
         self.fin: InputFifo = dpus.link_input_fifo(INPUT_FIFO, np.uint64)
         self.fout: OutputFifo = dpus.link_output_fifo(OUTPUT_FIFO, np.uint64)
         self.ranks = dpus.rank_list
-        self.index = {id(d): i for i, d in enumerate(dpus.dpu_list)}
-        self.rank_dpus = [[self.index[id(d)] for d in r.enabled_dpus] for r in self.ranks]
-        self._rank_of = {j: k for k, members in enumerate(self.rank_dpus) for j in members}
+        self._position = {r.index: k for k, r in enumerate(self.ranks)}
+        index = {id(d): i for i, d in enumerate(dpus.dpu_list)}
+        self.rank_dpus = [[index[id(d)] for d in r.enabled_dpus] for r in self.ranks]
+        rank_of = [0] * len(dpus)
+        for k, members in enumerate(self.rank_dpus):
+            for j in members:
+                rank_of[j] = k
+        self.log = FifoLog(len(dpus), stream.ordered, rank_of)
+        self._wr_addr = self.fin.link.struct.offset + WRITE_PTR
         self.wr_base = [self._wr(d) for d in dpus.dpu_list]
         self.pending: list[list[_Pending]] = [[] for _ in self.ranks]
         self.jobs = [[0, 0] for _ in self.ranks]  # push jobs (submitted, ended or flushed)
@@ -323,32 +320,30 @@ class _Player:
 
     # -- observation ----------------------------------------------------------------------------
     def _wr(self, d: Dpu) -> int:
-        addr = self.fin.link.struct.offset + WRITE_PTR
-        return int(d.wram[addr : addr + 8].view(np.uint64)[0])
+        """The write pointer of ``d``'s input FIFO in WRAM (only the host moves it)."""
+        return int(d.wram[self._wr_addr : self._wr_addr + 8].view(np.uint64)[0])
 
-    def _scan(self) -> tuple[set[int], dict[int, int]]:
-        """New trace events: ranks that got a push job, flush-job errors per rank."""
+    def _scan(self) -> set[int]:
+        """Count the push jobs of new trace events; returns the ranks that got one submitted."""
         rec = self.emu.recorder
         if rec is None:
             raise RuntimeError("run_fifo_ops needs an emulator created with record=True")
         got_push: set[int] = set()
-        flush_end: dict[int, int] = {}
-        ranks = {r.index: k for k, r in enumerate(self.ranks)}
+        # flat job tuples (time, kind, rank, seq, type, ...): see aiopim/_core/_recorder.py
         for ev in rec.events[self.seen :]:
             kind = ev[1]
-            if kind not in ("job_submit", "job_end", "job_flush") or ev[2] not in ranks:
+            if kind not in ("job_submit", "job_end", "job_flush") or ev[4] != _PUSH:
                 continue
-            k = ranks[ev[2]]
-            if ev[4] == _PUSH:
-                if kind == "job_submit":
-                    self.jobs[k][0] += 1
-                    got_push.add(k)
-                else:
-                    self.jobs[k][1] += 1
-            elif ev[4] == _FLUSH and kind != "job_submit":
-                flush_end[k] = ev[5] if kind == "job_end" else -1
+            k = self._position.get(ev[2])
+            if k is None:
+                continue
+            if kind == "job_submit":
+                self.jobs[k][0] += 1
+                got_push.add(k)
+            else:
+                self.jobs[k][1] += 1
         self.seen = len(rec.events)
-        return got_push, flush_end
+        return got_push
 
     def _resolve(self) -> None:
         """Attribute the write-pointer increments of every quiescent rank to its pushes.
@@ -437,13 +432,13 @@ class _Player:
         try:
             await self.fin.push(elements, wait=op.wait)
         finally:
-            got, _ = self._scan()
-            for k in got:
-                vals = tuple(op.values[j] for j in self.rank_dpus[k])
-                self.pending[k].append(_Pending(i, vals, op.wait))
-            refused = [k for k in range(len(self.ranks)) if k not in got]
-            for k in refused:  # refused at the call: nothing reached these DPUs
-                for j in self.rank_dpus[k]:
+            got = self._scan()
+            for k, members in enumerate(self.rank_dpus):
+                if k in got:
+                    vals = tuple(op.values[j] for j in members)
+                    self.pending[k].append(_Pending(i, vals))
+                    continue
+                for j in members:  # refused at the call: nothing reached these DPUs
                     value = op.values[j]
                     if value is not None:
                         self.log.pushed.append((j, value))
@@ -464,7 +459,6 @@ class _Player:
 
     async def _drain(self, fifos: list[tuple[list[int], OutputFifo]]) -> None:
         for members, fout in fifos:
-            self._scan()
             if self.drain_fn is not None:
                 self._take(members, await self.drain_fn(fout))
                 continue
@@ -472,10 +466,8 @@ class _Player:
                 batches = await fout.drain()
             except DpuError:
                 # the flush jobs of other ranks may have run: the drain kept their elements
-                self._scan()
                 self._take(members, fout.take_held())
                 raise
-            self._scan()
             self._take(members, batches)
 
     def _take(self, members: list[int], batches: list[np.ndarray]) -> None:
@@ -501,18 +493,13 @@ class _Player:
             self._settle()
             members = [j for m, _ in fifos for j in m]
             if all(
-                not self.pending[self._rank_of[j]] and self.accepted[j] - self.returned[j] <= cap
+                not self.pending[self.log.rank_of[j]] and self.accepted[j] - self.returned[j] <= cap
                 for j in members
             ):
                 break
             await self.emu.delay(self.poll_us * timing.PS_PER_US, f"FIFO op {i}: drain poll")
-        broken = self._broken()
-        if not broken:
-            await self.dpus.sync()
-            return
-        for k in range(len(self.ranks)):
-            if k not in broken:
-                await self.dpus.ranks[k].sync()
+        for healthy in self._healthy_sets():
+            await healthy.sync()
 
     def _settle(self) -> None:
         self._scan()
@@ -529,13 +516,15 @@ class _Player:
     async def _stop_healthy(self) -> None:
         self.stopped = True
         zero = np.zeros(1, np.uint64)
+        for healthy in self._healthy_sets():
+            await healthy.copy_to(ACTIVE_SYMBOL, zero, parallel=True)
+
+    def _healthy_sets(self) -> list[DpuSet]:
+        """The whole set, or else each rank that no asynchronous failure broke."""
         broken = self._broken()
         if not broken:
-            await self.dpus.copy_to(ACTIVE_SYMBOL, zero, parallel=True)
-            return
-        for k in range(len(self.ranks)):
-            if k not in broken:
-                await self.dpus.ranks[k].copy_to(ACTIVE_SYMBOL, zero, parallel=True)
+            return [self.dpus]
+        return [self.dpus.ranks[k] for k in range(len(self.ranks)) if k not in broken]
 
 
 async def run_fifo_ops(
@@ -557,16 +546,15 @@ async def run_fifo_ops(
     collected in the log instead of being raised.
 
     ``drain`` replaces :meth:`OutputFifo.drain` by your own routine (see :data:`DrainFn`),
-    to property-test it. :meth:`OutputFifo.drain` loses the elements that the flush jobs of
-    healthy ranks moved out when it raises (the flush of another rank failed); the default
-    drain here recovers them from the link's rings instead.
+    to property-test it. When :meth:`OutputFifo.drain` raises (the flush of another rank
+    failed), the elements the healthy ranks' flush jobs took out are logged from
+    :meth:`OutputFifo.take_held`.
     """
     emu = current_emulator()
-    where = {id(d): k for k, r in enumerate(dpus.rank_list) for d in r.enabled_dpus}
-    log = FifoLog(len(dpus), stream.ordered, [where[id(d)] for d in dpus.dpu_list])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DpuQuirkWarning)
-        player = _Player(dpus, stream, log, poll_us, drain)
+        player = _Player(dpus, stream, poll_us, drain)
+        log = player.log
         if launch:
             await dpus.launch(wait=False)
         for i, op in enumerate(ops):
@@ -581,14 +569,11 @@ async def run_fifo_ops(
         if finish:
             await player.finish()
         log.broken_ranks = player._broken()
-    others: list[warnings.WarningMessage] = []
     for w in caught:
         if issubclass(w.category, DpuQuirkWarning):
             log.quirks.append(str(w.message))
-        else:
-            others.append(w)
-    for w in others:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        else:  # not ours to keep: warn again, outside the recording block
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return log
 
 

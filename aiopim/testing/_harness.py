@@ -61,16 +61,16 @@ class Execution(Generic[T]):
     @property
     def events(self) -> list[tuple[int, str, dict[str, Any]]]:
         """Recorded events ``(time_ps, kind, fields)``."""
-        return _recorder(self.emulator).iter_events()
+        return recorder_of(self.emulator).iter_events()
 
     @property
     def jobs(self) -> list[dict[str, Any]]:
         """Recorded jobs (see ``Recorder.jobs``)."""
-        return _recorder(self.emulator).jobs()
+        return recorder_of(self.emulator).jobs()
 
     def trace(self) -> str:
         """The byte-stable JSON-lines trace of the run."""
-        return _recorder(self.emulator).to_jsonl()
+        return recorder_of(self.emulator).to_jsonl()
 
     def unwrap(self) -> T:
         """The value, or raise the error (with a replay note)."""
@@ -90,9 +90,10 @@ def _find_deadlock(error: BaseException | None) -> DeadlockError | None:
     return None
 
 
-def _recorder(emu: Emulator) -> Recorder:
+def recorder_of(emu: Emulator) -> Recorder:
+    """The emulator's recorder (a ValueError if it records nothing)."""
     if emu.recorder is None:
-        raise ValueError("this run was made with record=False")
+        raise ValueError("the emulator was created with record=False")
     return emu.recorder
 
 

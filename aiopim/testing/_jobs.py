@@ -122,7 +122,7 @@ def run_time_ps(chip: str, instructions: int) -> int:
     if instructions <= 0:
         return 0
     cycle = timing.CHIPS[chip].cycle_ps
-    return max(0, math.ceil(instructions * timing.REVOLVER_CYCLES * cycle - 1e-6))
+    return math.ceil(instructions * timing.REVOLVER_CYCLES * cycle - 1e-6)
 
 
 def target_set(dpus: DpuSet, target: Target) -> DpuSet:

@@ -17,6 +17,7 @@ from .. import timing
 from .._core._emulator import Emulator
 from .._core._errors import DpuErrorCode
 from .._core._machine import MachineConfig
+from .._core._ops import ALL_RANKS_ID
 from .._core._program import DpuProgram, MemorySpace
 from ..sdk import (
     DPU_CALLBACK_ASYNC,
@@ -26,6 +27,7 @@ from ..sdk import (
     DPU_XFER_ASYNC,
     DPU_XFER_PARALLEL,
 )
+from ._harness import recorder_of
 from ._jobs import (
     Broadcast,
     Callback,
@@ -40,8 +42,6 @@ from ._jobs import (
     run_time_ps,
     target_dpus,
 )
-
-ALL_RANKS_ID = 0xFFFFFFFF
 
 
 class NotModelled(Exception):
@@ -105,10 +105,8 @@ class RankQueueModel:
 
 def observed_jobs(emulator: Emulator) -> dict[int, list[ModelJob]]:
     """Per rank, the recorded jobs in queue order, in the model's terms."""
-    if emulator.recorder is None:
-        raise ValueError("the emulator was created with record=False")
     out: dict[int, list[ModelJob]] = {}
-    for row in sorted(emulator.recorder.jobs(), key=lambda r: (r["rank"], r["seq"])):
+    for row in sorted(recorder_of(emulator).jobs(), key=lambda r: (r["rank"], r["seq"])):
         out.setdefault(row["rank"], []).append(ModelJob(row["type"], row["start"], row["end"]))
     return out
 
@@ -146,6 +144,11 @@ def assert_run_matches(emulator: Emulator, log: OpsLog, expected: Prediction) ->
 
 def _call_key(c: CallbackCall) -> tuple[int, int, int, int]:
     return (c.time_ps, c.op, c.rank_id, c.nr_dpus)
+
+
+def _nr_on(members: list[tuple[int, int]], rank: int) -> int:
+    """How many of the ``(rank, DPU)`` pairs ``members`` are on ``rank``."""
+    return sum(1 for r, _ in members if r == rank)
 
 
 class _Run:
@@ -275,7 +278,7 @@ class _Run:
             kind = "to" if op.to_dpu else "from"
         members = target_dpus(self.m.machine, op.target)
         for r in ranks:
-            n = sum(1 for rr, _ in members if rr == r)
+            n = _nr_on(members, r)
             self.job(r, name, timing.transfer_time_ps(kind, [op.length] * n), parallel=parallel)
         lo, hi = op.offset, op.offset + op.length
         if op.to_dpu:
@@ -301,9 +304,9 @@ class _Run:
         self.check_slots(ranks, 2 if wait else 1)
         members = target_dpus(self.m.machine, op.target)
         name = f"COPY_{space.name}_TO_{'MATRIX' if single else 'RANK'}"
+        kind = "to" if single else "broadcast"
         for r in ranks:
-            n = sum(1 for rr, _ in members if rr == r)
-            kind = "to" if single else "broadcast"
+            n = _nr_on(members, r)
             self.job(r, name, timing.transfer_time_ps(kind, [len(op.data)] * n), parallel=False)
         for key in members:
             self.memory[key][op.symbol][op.offset : op.offset + len(op.data)] = op.data
@@ -346,8 +349,7 @@ class _Run:
             if single_dpu:
                 calls.append(CallbackCall(i, ALL_RANKS_ID, 1, start))
             else:
-                n = sum(1 for rr, _ in members if rr == r)
-                calls.append(CallbackCall(i, k, n, start))
+                calls.append(CallbackCall(i, k, _nr_on(members, r), start))
             self.set_end(r, start + dur)
         if not is_async:
             self.sync_ranks(ranks, parallel=parallel)

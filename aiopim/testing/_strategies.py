@@ -14,6 +14,7 @@ from hypothesis.extra import numpy as hnp
 
 from .. import timing
 from .._core._machine import MachineConfig
+from ..dpu._fifo import MAX_FIFO_PTR_SIZE
 from ..sdk import (
     DPU_CALLBACK_ASYNC,
     DPU_CALLBACK_NONBLOCKING,
@@ -93,7 +94,9 @@ def callback_flags(*, valid_only: bool = False) -> st.SearchStrategy[int]:
     ]
     flags = _flag_sets(bits)
     if valid_only:
-        return flags.filter(lambda f: not (f & DPU_CALLBACK_NONBLOCKING and not f & 1))
+        return flags.filter(
+            lambda f: not (f & DPU_CALLBACK_NONBLOCKING and not f & DPU_CALLBACK_ASYNC)
+        )
     return flags
 
 
@@ -292,8 +295,8 @@ def fifo_geometries(
     Small by default; above ``ptr_size`` 8 the SDK addresses wrong slots (a quirk aiopim
     warns about with ``DpuQuirkWarning``).
     """
-    if not 1 <= min_ptr_size <= max_ptr_size <= 10:
-        raise ValueError("need 1 <= min_ptr_size <= max_ptr_size <= 10")
+    if not 1 <= min_ptr_size <= max_ptr_size <= MAX_FIFO_PTR_SIZE:
+        raise ValueError(f"need 1 <= min_ptr_size <= max_ptr_size <= {MAX_FIFO_PTR_SIZE}")
     return st.builds(
         FifoGeometry, st.integers(min_ptr_size, max_ptr_size), st.sampled_from(data_sizes)
     )
@@ -387,16 +390,8 @@ def fifo_host_ops(
 ) -> st.SearchStrategy[FifoOp]:
     """One FIFO operation that may come before the stop: push, drain, retry setting, delay."""
     push = fifo_pushes(machine, skip=skip, asynchronous=asynchronous)
-    return st.one_of(
-        push,
-        push,
-        push,
-        push,
-        push,
-        st.just(FifoDrain()),
-        fifo_retry_settings(),
-        fifo_delays(),
-    )
+    # pushes weigh 5 to 1 against each other kind of operation
+    return st.one_of(*[push] * 5, st.just(FifoDrain()), fifo_retry_settings(), fifo_delays())
 
 
 def fifo_sequences(

@@ -13,6 +13,7 @@ Fixtures
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -49,16 +50,10 @@ def _marker_machine(request: pytest.FixtureRequest) -> tuple[MachineConfig, int 
         return DEFAULT_MACHINE, None
     kwargs: dict[str, Any] = dict(marker.kwargs)
     seed = kwargs.pop("explore_seed", None)
-    fields: dict[str, Any] = {
-        "nr_ranks": DEFAULT_MACHINE.nr_ranks,
-        "nr_dpus_per_rank": DEFAULT_MACHINE.nr_dpus_per_rank,
-        "chip": DEFAULT_MACHINE.chip,
-    }
-    unknown = set(kwargs) - set(fields)
+    unknown = set(kwargs) - {f.name for f in dataclasses.fields(MachineConfig)}
     if unknown:
         raise pytest.UsageError(f"pim_machine: unknown argument(s) {sorted(unknown)}")
-    fields.update(kwargs)
-    return MachineConfig(**fields), seed
+    return dataclasses.replace(DEFAULT_MACHINE, **kwargs), seed
 
 
 @pytest.fixture
