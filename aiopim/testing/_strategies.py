@@ -14,7 +14,7 @@ from hypothesis.extra import numpy as hnp
 
 from .. import timing
 from .._core._machine import MachineConfig
-from ..dpu._fifo import MAX_FIFO_PTR_SIZE
+from .._core._wramfifo import MAX_PTR_SIZE as MAX_FIFO_PTR_SIZE
 from ..sdk import (
     DPU_CALLBACK_ASYNC,
     DPU_CALLBACK_NONBLOCKING,
