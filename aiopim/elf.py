@@ -239,7 +239,8 @@ class PythonModel:
 
 Model = MainFn | DpuBehaviour
 _M = TypeVar("_M")
-_REGISTRY: dict[str, Model] = {}
+#: program name -> (model as registered, its behaviour), converted once at registration
+_REGISTRY: dict[str, tuple[Model, DpuBehaviour]] = {}
 
 
 def _as_behaviour(model: object) -> DpuBehaviour:
@@ -270,8 +271,7 @@ def register_model(program_name: str, model: Any = None) -> Any:
             return fn
 
         return decorate
-    _as_behaviour(model)  # validate now rather than at launch
-    _REGISTRY[program_name] = model
+    _REGISTRY[program_name] = (model, _as_behaviour(model))  # validated now, not at launch
     return model
 
 
@@ -282,7 +282,8 @@ def unregister_model(program_name: str) -> None:
 
 def registered_model(program_name: str) -> Model | None:
     """The model registered for ``program_name``, if any."""
-    return _REGISTRY.get(program_name)
+    entry = _REGISTRY.get(program_name)
+    return None if entry is None else entry[0]
 
 
 # ================================================================================================
@@ -598,7 +599,8 @@ class ElfProgram(DpuProgram):
         self._images = parsed.images
         self.file_size = len(data)
         self._chip, self.cpu_name = chip_from_attributes(parsed.attributes)
-        self.model: Model | None = None
+        self._model: Model | None = None
+        self._behaviour: DpuBehaviour | None = None
         if model is not None:
             self.bind(model)
 
@@ -641,7 +643,7 @@ class ElfProgram(DpuProgram):
     def __repr__(self) -> str:
         return (
             f"<ElfProgram {self.name!r} NR_TASKLETS={self._nr_tasklets} chip={self._chip} "
-            f"symbols={len(self._symbols)} model={'bound' if self.model is not None else 'none'}>"
+            f"symbols={len(self._symbols)} model={'bound' if self._model is not None else 'none'}>"
         )
 
     # -- DpuProgram -------------------------------------------------------------------------------
@@ -697,24 +699,31 @@ class ElfProgram(DpuProgram):
         self.behaviour().start(dpu, self)
 
     # -- models -----------------------------------------------------------------------------------
+    @property
+    def model(self) -> Model | None:
+        """The model bound with :meth:`bind` (or ``model=``), if any."""
+        return self._model
+
     def bind(self, model: Model) -> ElfProgram:
         """Bind ``model`` (``async def main(t)`` or a :class:`DpuBehaviour`) to this program."""
-        _as_behaviour(model)
-        self.model = model
+        self._behaviour = _as_behaviour(model)
+        self._model = model
         return self
 
     def behaviour(self) -> DpuBehaviour:
         """The behaviour a launch runs: the bound model, else the one registered under
         :attr:`name`; raises ``DpuError(DPU_ERR_INTERNAL)`` if there is neither."""
-        model = self.model if self.model is not None else _REGISTRY.get(self.name)
-        if model is None:
+        if self._behaviour is not None:
+            return self._behaviour
+        entry = _REGISTRY.get(self.name)
+        if entry is None:
             raise DpuError(
                 E.DPU_ERR_INTERNAL,
                 f"{self.name!r} is a DPU binary and aiopim cannot execute DPU instructions: no "
                 f"model bound to it; bind one with register_model({self.name!r}, main) or "
                 "ElfProgram(..., model=main)",
             )
-        return _as_behaviour(model)
+        return entry[1]
 
     # -- symbols ----------------------------------------------------------------------------------
     def sections(self) -> list[ElfSection]:
