@@ -54,12 +54,13 @@ from ._core._errors import DpuError, DpuErrorCode
 from ._core._program import (
     ATOMIC_BASE,
     DPU_MRAM_HEAP_POINTER_NAME,
-    IRAM_BIT,
-    MRAM_BIT,
+    MRAM_SIZE,
     DpuProgram,
     MemoryImage,
     MemorySpace,
     Symbol,
+    mram_heap_pointer_symbol,
+    space_offset,
 )
 from .dpu._program import BarrierDecl, MutexDecl, Var
 from .dpu._tasklet import start_tasklets
@@ -91,8 +92,6 @@ E = DpuErrorCode
 
 #: ``e_machine`` of DPU binaries
 EM_DPU = 245
-#: MRAM size used for the ``__sys_used_mram_end`` size rule (the SDK's ``mram_size_hint``)
-MRAM_SIZE = 64 << 20
 #: files larger than this are rejected before being read (a real DPU binary is a few MiB)
 MAX_ELF_SIZE = 256 << 20
 #: most tasklets any DPU version has (``STACK_SIZE_TASKLET_0`` … ``_23``)
@@ -611,10 +610,12 @@ class ElfProgram(DpuProgram):
         # host-visible symbols, in the SDK's order (by section index, ABS last): first match wins
         self._symbols: dict[str, Symbol] = {}
         for sym in sorted((s for s in self._all if s.visible), key=lambda s: s.section_index):
-            size = sym.size
-            if sym.name == DPU_MRAM_HEAP_POINTER_NAME:
-                size = max(0, MRAM_SIZE - (sym.address & ~MRAM_BIT))
-            self._symbols.setdefault(sym.name, Symbol(sym.name, sym.address, size))
+            if sym.name not in self._symbols:
+                self._symbols[sym.name] = (
+                    mram_heap_pointer_symbol(sym.address)
+                    if sym.name == DPU_MRAM_HEAP_POINTER_NAME
+                    else Symbol(sym.name, sym.address, sym.size)
+                )
 
         nr = self._defined.get("NR_TASKLETS")
         self._nr_tasklets = 1 if nr is None else nr.address
@@ -626,16 +627,11 @@ class ElfProgram(DpuProgram):
             self.stack_sizes.append(0 if s is None else s.address)
 
         # extents of the allocated sections in each memory
-        self.wram_end = self.mram_end = self.iram_end = 0
+        end = dict.fromkeys(("WRAM", "MRAM", "IRAM", "ATOMIC"), 0)
         for sec in self._sections:
-            if not sec.allocated or sec.size == 0:
-                continue
-            if sec.space == "WRAM":
-                self.wram_end = max(self.wram_end, sec.address + sec.size)
-            elif sec.space == "MRAM":
-                self.mram_end = max(self.mram_end, (sec.address & ~MRAM_BIT) + sec.size)
-            elif sec.space == "IRAM":
-                self.iram_end = max(self.iram_end, (sec.address & ~IRAM_BIT) + sec.size)
+            if sec.allocated and sec.size:
+                end[sec.space] = max(end[sec.space], space_offset(sec.address) + sec.size)
+        self.wram_end, self.mram_end, self.iram_end = end["WRAM"], end["MRAM"], end["IRAM"]
         reset = self._defined.get("__sys_heap_pointer_reset")
         #: start of the WRAM heap (``__sys_heap_pointer_reset``, else end of WRAM sections)
         self.heap_start = reset.address if reset is not None else _align8(self.wram_end)
