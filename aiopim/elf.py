@@ -608,14 +608,15 @@ class ElfProgram(DpuProgram):
         for sym in sorted((s for s in self._all if s.defined), key=lambda s: s.bind == "LOCAL"):
             self._defined.setdefault(sym.name, sym)
         # host-visible symbols, in the SDK's order (by section index, ABS last): first match wins
-        self._symbols: dict[str, Symbol] = {}
+        self._visible: dict[str, ElfSymbol] = {}
         for sym in sorted((s for s in self._all if s.visible), key=lambda s: s.section_index):
-            if sym.name not in self._symbols:
-                self._symbols[sym.name] = (
-                    mram_heap_pointer_symbol(sym.address)
-                    if sym.name == DPU_MRAM_HEAP_POINTER_NAME
-                    else Symbol(sym.name, sym.address, sym.size)
-                )
+            self._visible.setdefault(sym.name, sym)
+        self._symbols = {
+            name: mram_heap_pointer_symbol(sym.address)
+            if name == DPU_MRAM_HEAP_POINTER_NAME
+            else Symbol(name, sym.address, sym.size)
+            for name, sym in self._visible.items()
+        }
 
         nr = self._defined.get("NR_TASKLETS")
         self._nr_tasklets = 1 if nr is None else nr.address
@@ -802,9 +803,6 @@ def format_symbols(program: ElfProgram, *, all_symbols: bool = False) -> str:
         f"WRAM heap start: {program.heap_start:#x}",
         "",
     ]
-    section_of: dict[str, str] = {}
-    for s in program.all_symbols():
-        section_of.setdefault(s.name, s.section)
 
     def order(address: int, name: str, section: str) -> tuple[int, int, Any]:
         # memory symbols by address, then absolute ones by name (STACK_SIZE_TASKLET_2 < _10)
@@ -825,12 +823,13 @@ def format_symbols(program: ElfProgram, *, all_symbols: bool = False) -> str:
             )
     else:
         rows = program.symbol_table()
-        rows.sort(key=lambda r: order(r.address, r.name, section_of.get(r.name, "")))
+        visible = program._visible
+        rows.sort(key=lambda r: order(r.address, r.name, visible[r.name].section))
         lines.append(f"Host-visible symbols ({len(rows)}):")
         lines.append(f"  {'Address':<10}  {'Size':>8}  Space  {'Section':<18}  Name")
         lines.extend(
             f"  {r.address:#010x}  {r.size:>8}  {r.space.value:<5}  "
-            f"{section_of.get(r.name, '?'):<18}  {r.name}"
+            f"{visible[r.name].section:<18}  {r.name}"
             for r in rows
         )
     return "\n".join(lines)

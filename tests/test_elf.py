@@ -195,6 +195,9 @@ def test_duplicate_names_first_visible_wins_and_model_prefers_globals() -> None:
     assert prog.symbols()["counter"].address == 0x8
     assert prog.address_of("counter") == 0x8  # global before local
     assert [s.address for s in prog.all_symbols() if s.name == "counter"] == [0x20, 0x8]
+    # the table names the section of the symbol the host sees, not the first one in .symtab
+    line = next(ln for ln in format_symbols(prog).splitlines() if ln.endswith(" counter"))
+    assert line.split() == ["0x00000008", "4", "WRAM", ".data.__sys_host", "counter"]
 
 
 def test_mram_heap_pointer_size_is_the_rest_of_mram() -> None:
