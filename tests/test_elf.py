@@ -33,6 +33,7 @@ from aiopim._core._elfwriter import (
     dpu_attributes,
     sample_dpu_elf,
 )
+from aiopim._core._program import space_offset
 from aiopim.elf import (
     ELF_ERROR_CODES,
     ElfProgram,
@@ -72,7 +73,7 @@ def _build(**kw: Any) -> Any:
 
 
 def sample(**kw: Any) -> bytes:
-    return bytes(_build(**kw)[0])
+    return _build(**kw)[0]
 
 
 def layout(**kw: Any) -> Any:
@@ -477,7 +478,7 @@ def test_pyelftools_failures_become_invalid_file(
 
 
 def test_every_truncation_fails_cleanly() -> None:
-    for n in range(0, len(SAMPLE), 5):
+    for n in range(len(SAMPLE)):
         with pytest.raises(DpuError) as info:
             ElfProgram(SAMPLE[:n])
         assert info.value.code in ELF_ERROR_CODES, n
@@ -525,15 +526,14 @@ def check_outcome(data: bytes) -> None:
             except DpuError as err:
                 assert err.code in FIT_CODES, err
             else:  # what passes check_fits can really be written into a DPU
+                limit = {
+                    aiopim.MemorySpace.IRAM: chip.iram_instructions * 8,
+                    aiopim.MemorySpace.MRAM: chip.mram_size,
+                    aiopim.MemorySpace.WRAM: chip.wram_size,
+                }
                 for im in prog.images():
-                    space, off = im.address, 0
-                    if space & 0x80000000:
-                        off = (space & ~0x80000000) + len(im.data)
-                        assert off <= chip.iram_instructions * 8
-                    elif space & 0x08000000:
-                        assert (space & ~0x08000000) + len(im.data) <= chip.mram_size
-                    else:
-                        assert space + len(im.data) <= chip.wram_size
+                    end = space_offset(im.address) + len(im.data)
+                    assert end <= limit[aiopim.MemorySpace.of(im.address)]
         with pytest.raises(DpuError) as info:
             prog.boot(None)  # type: ignore[arg-type]
         assert info.value.code is E.DPU_ERR_INTERNAL
