@@ -9,6 +9,7 @@ import time
 from typing import TextIO
 
 from . import __version__
+from .elf import main_symbols
 
 
 class ProgressBar:
@@ -37,11 +38,6 @@ class ProgressBar:
         if self._shown:
             self.stream.write("\n")
             self.stream.flush()
-
-
-def _import_modules(names: list[str]) -> None:
-    for name in names:
-        importlib.import_module(name)
 
 
 def _replay(argv: list[str]) -> int:
@@ -73,24 +69,25 @@ def _replay(argv: list[str]) -> int:
     bar_group.add_argument("--progress", action="store_true", default=None)
     bar_group.add_argument("--no-progress", dest="progress", action="store_false")
     opts = ap.parse_args(argv)
-    _import_modules(opts.modules)
+    for module in opts.modules:
+        importlib.import_module(module)
     show = sys.stderr.isatty() if opts.progress is None else opts.progress
     bar = ProgressBar(sys.stderr) if show else None
     try:
         sc = load_scenario(opts.scenario)
-        result = replay(
-            sc, backend=opts.backend, seed=opts.seed, progress=bar, check=not opts.no_check
-        )
+        try:
+            result = replay(
+                sc, backend=opts.backend, seed=opts.seed, progress=bar, check=not opts.no_check
+            )
+        finally:
+            if bar is not None:
+                bar.close()
     except ScenarioError as exc:
-        if bar is not None:
-            bar.close()
         print(f"aiopim replay: {exc}", file=sys.stderr)
         return 1
     except FileNotFoundError as exc:
         print(f"aiopim replay: {exc}", file=sys.stderr)
         return 2
-    if bar is not None:
-        bar.close()
     tl = result.timeline
     if opts.trace:
         write_chrome_trace(
@@ -147,14 +144,9 @@ def _record(argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``aiopim`` command."""
     args = sys.argv[1:] if argv is None else list(argv)
-    if args and args[0] == "symbols":
-        from .elf import main_symbols
-
-        return main_symbols(args[1:])
-    if args and args[0] == "replay":
-        return _replay(args[1:])
-    if args and args[0] == "record":
-        return _record(args[1:])
+    commands = {"symbols": main_symbols, "replay": _replay, "record": _record}
+    if args and args[0] in commands:
+        return commands[args[0]](args[1:])
     parser = argparse.ArgumentParser(prog="aiopim", description="UPMEM PIM emulator")
     parser.add_argument("--version", action="version", version=f"aiopim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

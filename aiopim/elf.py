@@ -54,12 +54,13 @@ from ._core._errors import DpuError, DpuErrorCode
 from ._core._program import (
     ATOMIC_BASE,
     DPU_MRAM_HEAP_POINTER_NAME,
-    IRAM_BIT,
-    MRAM_BIT,
+    MRAM_SIZE,
     DpuProgram,
     MemoryImage,
     MemorySpace,
     Symbol,
+    mram_heap_pointer_symbol,
+    space_offset,
 )
 from .dpu._program import BarrierDecl, MutexDecl, Var
 from .dpu._tasklet import start_tasklets
@@ -91,8 +92,6 @@ E = DpuErrorCode
 
 #: ``e_machine`` of DPU binaries
 EM_DPU = 245
-#: MRAM size used for the ``__sys_used_mram_end`` size rule (the SDK's ``mram_size_hint``)
-MRAM_SIZE = 64 << 20
 #: files larger than this are rejected before being read (a real DPU binary is a few MiB)
 MAX_ELF_SIZE = 256 << 20
 #: most tasklets any DPU version has (``STACK_SIZE_TASKLET_0`` … ``_23``)
@@ -239,7 +238,8 @@ class PythonModel:
 
 Model = MainFn | DpuBehaviour
 _M = TypeVar("_M")
-_REGISTRY: dict[str, Model] = {}
+#: program name -> (model as registered, its behaviour), converted once at registration
+_REGISTRY: dict[str, tuple[Model, DpuBehaviour]] = {}
 
 
 def _as_behaviour(model: object) -> DpuBehaviour:
@@ -270,8 +270,7 @@ def register_model(program_name: str, model: Any = None) -> Any:
             return fn
 
         return decorate
-    _as_behaviour(model)  # validate now rather than at launch
-    _REGISTRY[program_name] = model
+    _REGISTRY[program_name] = (model, _as_behaviour(model))  # validated now, not at launch
     return model
 
 
@@ -282,7 +281,8 @@ def unregister_model(program_name: str) -> None:
 
 def registered_model(program_name: str) -> Model | None:
     """The model registered for ``program_name``, if any."""
-    return _REGISTRY.get(program_name)
+    entry = _REGISTRY.get(program_name)
+    return None if entry is None else entry[0]
 
 
 # ================================================================================================
@@ -598,7 +598,8 @@ class ElfProgram(DpuProgram):
         self._images = parsed.images
         self.file_size = len(data)
         self._chip, self.cpu_name = chip_from_attributes(parsed.attributes)
-        self.model: Model | None = None
+        self._model: Model | None = None
+        self._behaviour: DpuBehaviour | None = None
         if model is not None:
             self.bind(model)
 
@@ -607,12 +608,15 @@ class ElfProgram(DpuProgram):
         for sym in sorted((s for s in self._all if s.defined), key=lambda s: s.bind == "LOCAL"):
             self._defined.setdefault(sym.name, sym)
         # host-visible symbols, in the SDK's order (by section index, ABS last): first match wins
-        self._symbols: dict[str, Symbol] = {}
+        self._visible: dict[str, ElfSymbol] = {}
         for sym in sorted((s for s in self._all if s.visible), key=lambda s: s.section_index):
-            size = sym.size
-            if sym.name == DPU_MRAM_HEAP_POINTER_NAME:
-                size = max(0, MRAM_SIZE - (sym.address & ~MRAM_BIT))
-            self._symbols.setdefault(sym.name, Symbol(sym.name, sym.address, size))
+            self._visible.setdefault(sym.name, sym)
+        self._symbols = {
+            name: mram_heap_pointer_symbol(sym.address)
+            if name == DPU_MRAM_HEAP_POINTER_NAME
+            else Symbol(name, sym.address, sym.size)
+            for name, sym in self._visible.items()
+        }
 
         nr = self._defined.get("NR_TASKLETS")
         self._nr_tasklets = 1 if nr is None else nr.address
@@ -624,16 +628,11 @@ class ElfProgram(DpuProgram):
             self.stack_sizes.append(0 if s is None else s.address)
 
         # extents of the allocated sections in each memory
-        self.wram_end = self.mram_end = self.iram_end = 0
+        end = dict.fromkeys(("WRAM", "MRAM", "IRAM", "ATOMIC"), 0)
         for sec in self._sections:
-            if not sec.allocated or sec.size == 0:
-                continue
-            if sec.space == "WRAM":
-                self.wram_end = max(self.wram_end, sec.address + sec.size)
-            elif sec.space == "MRAM":
-                self.mram_end = max(self.mram_end, (sec.address & ~MRAM_BIT) + sec.size)
-            elif sec.space == "IRAM":
-                self.iram_end = max(self.iram_end, (sec.address & ~IRAM_BIT) + sec.size)
+            if sec.allocated and sec.size:
+                end[sec.space] = max(end[sec.space], space_offset(sec.address) + sec.size)
+        self.wram_end, self.mram_end, self.iram_end = end["WRAM"], end["MRAM"], end["IRAM"]
         reset = self._defined.get("__sys_heap_pointer_reset")
         #: start of the WRAM heap (``__sys_heap_pointer_reset``, else end of WRAM sections)
         self.heap_start = reset.address if reset is not None else _align8(self.wram_end)
@@ -641,7 +640,7 @@ class ElfProgram(DpuProgram):
     def __repr__(self) -> str:
         return (
             f"<ElfProgram {self.name!r} NR_TASKLETS={self._nr_tasklets} chip={self._chip} "
-            f"symbols={len(self._symbols)} model={'bound' if self.model is not None else 'none'}>"
+            f"symbols={len(self._symbols)} model={'bound' if self._model is not None else 'none'}>"
         )
 
     # -- DpuProgram -------------------------------------------------------------------------------
@@ -697,24 +696,31 @@ class ElfProgram(DpuProgram):
         self.behaviour().start(dpu, self)
 
     # -- models -----------------------------------------------------------------------------------
+    @property
+    def model(self) -> Model | None:
+        """The model bound with :meth:`bind` (or ``model=``), if any."""
+        return self._model
+
     def bind(self, model: Model) -> ElfProgram:
         """Bind ``model`` (``async def main(t)`` or a :class:`DpuBehaviour`) to this program."""
-        _as_behaviour(model)
-        self.model = model
+        self._behaviour = _as_behaviour(model)
+        self._model = model
         return self
 
     def behaviour(self) -> DpuBehaviour:
         """The behaviour a launch runs: the bound model, else the one registered under
         :attr:`name`; raises ``DpuError(DPU_ERR_INTERNAL)`` if there is neither."""
-        model = self.model if self.model is not None else _REGISTRY.get(self.name)
-        if model is None:
+        if self._behaviour is not None:
+            return self._behaviour
+        entry = _REGISTRY.get(self.name)
+        if entry is None:
             raise DpuError(
                 E.DPU_ERR_INTERNAL,
                 f"{self.name!r} is a DPU binary and aiopim cannot execute DPU instructions: no "
                 f"model bound to it; bind one with register_model({self.name!r}, main) or "
                 "ElfProgram(..., model=main)",
             )
-        return _as_behaviour(model)
+        return entry[1]
 
     # -- symbols ----------------------------------------------------------------------------------
     def sections(self) -> list[ElfSection]:
@@ -797,9 +803,6 @@ def format_symbols(program: ElfProgram, *, all_symbols: bool = False) -> str:
         f"WRAM heap start: {program.heap_start:#x}",
         "",
     ]
-    section_of: dict[str, str] = {}
-    for s in program.all_symbols():
-        section_of.setdefault(s.name, s.section)
 
     def order(address: int, name: str, section: str) -> tuple[int, int, Any]:
         # memory symbols by address, then absolute ones by name (STACK_SIZE_TASKLET_2 < _10)
@@ -820,12 +823,13 @@ def format_symbols(program: ElfProgram, *, all_symbols: bool = False) -> str:
             )
     else:
         rows = program.symbol_table()
-        rows.sort(key=lambda r: order(r.address, r.name, section_of.get(r.name, "")))
+        visible = program._visible
+        rows.sort(key=lambda r: order(r.address, r.name, visible[r.name].section))
         lines.append(f"Host-visible symbols ({len(rows)}):")
         lines.append(f"  {'Address':<10}  {'Size':>8}  Space  {'Section':<18}  Name")
         lines.extend(
             f"  {r.address:#010x}  {r.size:>8}  {r.space.value:<5}  "
-            f"{section_of.get(r.name, '?'):<18}  {r.name}"
+            f"{visible[r.name].section:<18}  {r.name}"
             for r in rows
         )
     return "\n".join(lines)

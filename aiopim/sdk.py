@@ -10,15 +10,18 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ._core import _fifo, _ops
 from ._core._emulator import current_emulator
 from ._core._errors import DpuError, DpuErrorCode, JobType, dpu_error_to_string
 from ._core._program import DPU_MRAM_HEAP_POINTER_NAME, DpuProgram, Symbol
 from ._core._set import DpuSetKind
-from .elf import load_elf
+from .elf import Model, load_elf
 from .host._dpuset import DpuSet
+
+if TYPE_CHECKING:
+    from ._core._dpu import Dpu
 
 # enums and flags (SDK 2025.1.0 values) --------------------------------------------------------
 DPU_ASYNCHRONOUS = _ops.DPU_ASYNCHRONOUS
@@ -101,7 +104,7 @@ async def dpu_load_from_memory(
     size: int | None = None,
     *,
     name: str | None = None,
-    model: Any = None,
+    model: Model | None = None,
 ) -> DpuProgram:
     """Load a DPU ELF binary held in ``buffer[:size]`` (bytes-like)."""
     view = memoryview(buffer).cast("B")
@@ -248,7 +251,7 @@ def get_fifo_max_size(link: dpu_fifo_link_t, rank: DpuSet) -> int:
     return max((_fifo.fifo_size(link, d) for d in rank.dpu_list), default=0)
 
 
-def _one_dpu(dpu: DpuSet) -> Any:
+def _one_dpu(dpu: DpuSet) -> Dpu:
     if not dpu.is_single_dpu:
         raise DpuError(DpuErrorCode.DPU_ERR_INVALID_DPU_SET, "pass a single DPU (dpu_foreach)")
     return dpu.dpu_list[0]

@@ -9,7 +9,7 @@ import numpy as np
 import aiopim
 from aiopim import timing
 
-V1B_CYCLE_PS = 2500  # 400 MHz
+V1B_CYCLE_PS = timing.V1B.cycles_to_ps(1)  # 2500 ps at 400 MHz
 
 
 def spin_program(
@@ -30,6 +30,7 @@ def spin_program(
 
 
 def fault_program() -> aiopim.Program:
+    """Two tasklets compute 100 instructions; tasklet 1 then faults with code 3."""
     prog = aiopim.Program("faulty", nr_tasklets=2)
     prog.host("x", np.uint32, 2)
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import io
 
+import anyio
 import numpy as np
 import pytest
-from helpers import emu, fault_program, run_time_ps, spin_program
+from helpers import V1B_CYCLE_PS, emu, fault_program, run_time_ps, spin_program
 
 import aiopim
 from aiopim import timing
+from aiopim._core._elfwriter import sample_dpu_elf
 from aiopim.sdk import (
     DPU_ASYNCHRONOUS,
     DPU_ERR_ALLOCATION,
@@ -171,7 +173,11 @@ def test_transfers_roundtrip_all_memories(backend: str) -> None:
         await dpu_copy_from(next(iter(dpus)), DPU_MRAM_HEAP_POINTER_NAME, 1 << 20, one, 8)
         assert one == b"\x07" * 8
         # the symbol variant needs no program lookup
-        await dpu_push_xfer_symbol(next(iter(dpus)), DPU_XFER_FROM_DPU, sym, 0, 0, 0)
+        last = dpus.dpus[7]
+        via_symbol = np.zeros(8, np.uint8)
+        dpu_prepare_xfer(last, via_symbol)
+        await dpu_push_xfer_symbol(last, DPU_XFER_FROM_DPU, sym, 1 << 20, 8, DPU_XFER_DEFAULT)
+        assert via_symbol.tobytes() == b"\x07" * 8
 
     emu(ranks=2, dpus=4).run(main, backend=backend)
 
@@ -237,7 +243,7 @@ def test_in_job_mram_error_sync_plain_async_sticky(backend: str) -> None:
         await dpu_sync(dpus)  # the synchronous wait recovered the rank
         dpu_prepare_xfer(dpus, buf)
         await dpu_push_xfer(dpus, DPU_XFER_TO_DPU, "m", 4, 8, DPU_XFER_ASYNC)  # accepted
-        await aiopim_sleep(1e-3)
+        await anyio.sleep(1e-3)
         with pytest.raises(DpuError) as e:
             await dpu_sync(dpus)
         expect(0x8009000A, e.value)
@@ -246,12 +252,6 @@ def test_in_job_mram_error_sync_plain_async_sticky(backend: str) -> None:
         expect(0x8009000A, e.value)
 
     emu(ranks=1).run(main, backend=backend)
-
-
-async def aiopim_sleep(seconds: float) -> None:
-    import anyio
-
-    await anyio.sleep(seconds)
 
 
 def test_load_checks() -> None:
@@ -331,20 +331,20 @@ def test_revolver_pipeline_saturates_at_11_tasklets() -> None:
     overhead = (timing.LAUNCH_BOOT_LATENCY_PS + timing.COMPLETION_POLL_LATENCY_PS) / 1e12
     run = {k: round((v - overhead) * 1e12) for k, v in times.items()}
     # below 11 tasklets each issues every 11 cycles: same time as one tasklet
-    assert run[1] == run[4] == run[11] == 1100 * 11 * 2500
+    assert run[1] == run[4] == run[11] == run_time_ps(1100)
     # 16 tasklets share one instruction per cycle
-    assert run[16] == 16 * 1100 * 2500
+    assert run[16] == 16 * 1100 * V1B_CYCLE_PS
 
 
 def test_dma_time_alpha_beta() -> None:
     prog = aiopim.Program("dma", nr_tasklets=1)
-    prog.mram("m", np.uint8, 4096)
+    m = prog.mram("m", np.uint8, 4096)
 
     @prog.main
     async def main_(t: aiopim.Tasklet) -> None:
         buf = t.mem_alloc(2048)
-        await t.mram_read(t.mram_address(prog._vars["m"]), buf, 2048)
-        await t.mram_write(buf, t.mram_address(prog._vars["m"], 2048), 1024)
+        await t.mram_read(t.mram_address(m), buf, 2048)
+        await t.mram_write(buf, t.mram_address(m, 2048), 1024)
 
     async def host() -> float:
         dpus = await dpu_alloc(1, "")
@@ -355,8 +355,12 @@ def test_dma_time_alpha_beta() -> None:
 
     t = emu(ranks=1).run(host)
     mem_alloc_cycles = timing.MEM_ALLOC_INSTRUCTIONS * timing.REVOLVER_CYCLES
-    cycles = mem_alloc_cycles + (77 + 1024) + (61 + 512)
-    expected = timing.LAUNCH_BOOT_LATENCY_PS + cycles * 2500 + timing.COMPLETION_POLL_LATENCY_PS
+    read = timing.dma_cycles(2048, write=False)[1]  # 77 + 1024
+    write = timing.dma_cycles(1024, write=True)[1]  # 61 + 512
+    cycles = mem_alloc_cycles + read + write
+    expected = (
+        timing.LAUNCH_BOOT_LATENCY_PS + cycles * V1B_CYCLE_PS + timing.COMPLETION_POLL_LATENCY_PS
+    )
     assert round(t * 1e12) == expected
 
 
@@ -390,7 +394,7 @@ def test_fault_async_launch_race_is_deterministic(backend: str) -> None:
         dpus = await dpu_alloc(4, "")
         await dpu_load(dpus, fault_program())
         await dpu_launch(dpus, DPU_ASYNCHRONOUS)
-        await aiopim_sleep(1e-3)  # the fault is detected while nothing is queued
+        await anyio.sleep(1e-3)  # the fault is detected while nothing is queued
         with pytest.raises(DpuError) as e:
             await dpu_sync(dpus)
         expect(0x80010017, e.value)
@@ -476,9 +480,7 @@ def test_parallel_transfer_runs_while_dpus_run(backend: str) -> None:
     emu(ranks=2).run(main, backend=backend)
 
 
-def test_launching_elf_without_model_fails_the_job(tmp_path: object, backend: str) -> None:
-    from aiopim._core._elfwriter import sample_dpu_elf
-
+def test_launching_elf_without_model_fails_the_job(backend: str) -> None:
     data, _ = sample_dpu_elf(host_vars={"value": b"\x05\0\0\0"})
 
     async def main() -> None:

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ._program import ATOMIC_BASE, IRAM_BIT, MRAM_BIT
+
 EM_DPU = 245
 ELFCLASS32 = 1
 ELFCLASS64 = 2
@@ -27,10 +29,8 @@ ELFDATA2LSB = 1
 ELFDATA2MSB = 2
 ET_REL = 1
 ET_EXEC = 2
-ET_CORE = 4
 EV_CURRENT = 1
 
-SHT_NULL = 0
 SHT_PROGBITS = 1
 SHT_SYMTAB = 2
 SHT_STRTAB = 3
@@ -52,7 +52,6 @@ STB_WEAK = 2
 STT_NOTYPE = 0
 STT_OBJECT = 1
 STT_FUNC = 2
-STT_SECTION = 3
 STT_FILE = 4
 
 #: build-attribute tag of the CPU name in ``.dpu.attributes`` (LLVM ``DPUBuildAttrs::CPU_name``)
@@ -63,9 +62,8 @@ ATTRIBUTES_FORMAT_VERSION = ord("A")
 ATTRIBUTES_VENDOR = b"upmem"
 _TAG_FILE = 1
 
-IRAM_BASE = 0x80000000
-MRAM_BASE = 0x08000000
-ATOMIC_BASE = 0xF0000000
+IRAM_BASE = IRAM_BIT
+MRAM_BASE = MRAM_BIT
 MAX_TASKLETS = 24
 
 
@@ -273,37 +271,24 @@ class ElfWriter:
         body += b"\0" * ((-(ehsize + len(body))) % 8)
         shoff = ehsize + len(body)
 
+        shdr = self._fmt("IIQQQQIIQQ" if is64 else "IIIIIIIIII")
         shdrs = bytearray(shentsize)  # NULL section header
         for i, s in enumerate(sections, start=1):
-            if is64:
-                shdrs += struct.pack(
-                    self._fmt("IIQQQQIIQQ"),
-                    names[i], s.type, s.flags, s.address, offsets[i], s.sh_size,
-                    s.link, s.info, s.align, s.entsize,
-                )  # fmt: skip
-            else:
-                shdrs += struct.pack(
-                    self._fmt("IIIIIIIIII"),
-                    names[i], s.type, s.flags, s.address, offsets[i], s.sh_size,
-                    s.link, s.info, s.align, s.entsize,
-                )  # fmt: skip
+            shdrs += struct.pack(
+                shdr,
+                names[i], s.type, s.flags, s.address, offsets[i], s.sh_size,
+                s.link, s.info, s.align, s.entsize,
+            )  # fmt: skip
 
         ident = b"\x7fELF" + bytes([self.elf_class, self.data_encoding, EV_CURRENT, 0])
         ident += b"\0" * 8
         shnum = len(sections) + 1
         shstrndx = len(sections)
-        if is64:
-            header = struct.pack(
-                self._fmt("HHIQQQIHHHHHH"),
-                self.e_type, self.machine, self.version, self.entry, 0, shoff, self.flags,
-                ehsize, 56, 0, shentsize, shnum, shstrndx,
-            )  # fmt: skip
-        else:
-            header = struct.pack(
-                self._fmt("HHIIIIIHHHHHH"),
-                self.e_type, self.machine, self.version, self.entry, 0, shoff, self.flags,
-                ehsize, 32, 0, shentsize, shnum, shstrndx,
-            )  # fmt: skip
+        header = struct.pack(
+            self._fmt("HHIQQQIHHHHHH" if is64 else "HHIIIIIHHHHHH"),
+            self.e_type, self.machine, self.version, self.entry, 0, shoff, self.flags,
+            ehsize, 56 if is64 else 32, 0, shentsize, shnum, shstrndx,
+        )  # fmt: skip
         return ident + header + bytes(body) + bytes(shdrs)
 
     def write(self, path: str | Path) -> Path:
@@ -441,6 +426,5 @@ def sample_dpu_elf(
     for i in range(MAX_TASKLETS):
         w.symbol(f"STACK_SIZE_TASKLET_{i}", stack_size if i < n else 0)
     w.symbol("main.c", 0, section="ABS", bind=STB_LOCAL, type=STT_FILE)
-    for s in extra:
-        w.symbols.append(s)
+    w.symbols.extend(extra)
     return w.to_bytes(), lay

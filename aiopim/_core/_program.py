@@ -20,6 +20,8 @@ IRAM_BIT = 0x80000000
 MRAM_BIT = 0x08000000
 ATOMIC_BASE = 0xF0000000
 DPU_MRAM_HEAP_POINTER_NAME = "__sys_used_mram_end"
+#: MRAM bytes per DPU: the SDK's ``mram_size_hint``, which sizes the MRAM heap pointer symbol
+MRAM_SIZE = 64 << 20
 
 
 class MemorySpace(Enum):
@@ -65,6 +67,11 @@ class Symbol:
     def offset(self) -> int:
         """Byte offset inside its memory."""
         return space_offset(self.address)
+
+
+def mram_heap_pointer_symbol(address: int) -> Symbol:
+    """``DPU_MRAM_HEAP_POINTER_NAME`` at ``address``; its size is the rest of MRAM (spec §1.4)."""
+    return Symbol(DPU_MRAM_HEAP_POINTER_NAME, address, max(0, MRAM_SIZE - (address & ~MRAM_BIT)))
 
 
 @dataclass(frozen=True)

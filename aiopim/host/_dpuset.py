@@ -135,21 +135,20 @@ class DpuSet(DpuSetBase):
         per_dpu = _per_dpu_buffers(data, len(self))
         if per_dpu is None:
             length = _nbytes(data)
-            if parallel and not self.is_single_dpu:
-                _ops.prepare_xfer(self, data)
-                await _ops.push_xfer(self, _ops.DPU_XFER_TO_DPU, symbol, offset, length, flags)
+            if not parallel or self.is_single_dpu:
+                await _ops.broadcast_to(self, symbol, offset, data, length, flags)
                 return
-            await _ops.broadcast_to(self, symbol, offset, data, length, flags)
-            return
-        lengths = {_nbytes(b) for b in per_dpu if b is not None}
-        if len(lengths) > 1:
-            raise DpuError(
-                DpuErrorCode.DPU_ERR_INVALID_MEMORY_TRANSFER,
-                f"per-DPU buffers must all have the same size, got {sorted(lengths)}",
-            )
-        for one, buf in zip(self.iter_dpus(), per_dpu, strict=True):
-            _ops.prepare_xfer(one, buf)
-        length = lengths.pop() if lengths else 0
+            _ops.prepare_xfer(self, data)  # a parallel broadcast: the same buffer for each DPU
+        else:
+            lengths = {_nbytes(b) for b in per_dpu if b is not None}
+            if len(lengths) > 1:
+                raise DpuError(
+                    DpuErrorCode.DPU_ERR_INVALID_MEMORY_TRANSFER,
+                    f"per-DPU buffers must all have the same size, got {sorted(lengths)}",
+                )
+            for one, buf in zip(self.iter_dpus(), per_dpu, strict=True):
+                _ops.prepare_xfer(one, buf)
+            length = lengths.pop() if lengths else 0
         await _ops.push_xfer(self, _ops.DPU_XFER_TO_DPU, symbol, offset, length, flags)
 
     async def copy_from(
