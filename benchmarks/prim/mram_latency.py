@@ -29,9 +29,9 @@ SIZES = tuple(1 << bl for bl in range(3, 12))  # run.sh: BL = 3 … 11
 TRANSFERS = 256  # per point (PrIM moves 16 MiB; the latency per transfer is the same)
 
 
-def make_program(block: int, write: bool, nr_tasklets: int = 1) -> aiopim.Program:
-    """The DPU kernel for one block size, timing reads (or writes)."""
-    prog = aiopim.Program(f"mram_latency_{block}", nr_tasklets=nr_tasklets)
+def make_program(block: int, write: bool) -> aiopim.Program:
+    """The DPU kernel for one block size, timing reads (or writes); one tasklet, as PrIM's run."""
+    prog = aiopim.Program(f"mram_latency_{block}", nr_tasklets=1)
     args, results = declare_host_symbols(prog)
     barrier = prog.barrier("my_barrier")
 
