@@ -13,13 +13,10 @@ from dataclasses import dataclass
 
 PS_PER_S = 1_000_000_000_000
 PS_PER_US = 1_000_000
-PS_PER_NS = 1_000
 
 # --- DPU pipeline (timing-model.md §0 anchors 1-2) -------------------------------------------
 #: A tasklet issues at most one instruction every 11 cycles (revolver scheduler). [V] uPIMulator
 REVOLVER_CYCLES = 11
-#: 14-stage pipeline. [V] uPIMulator defaults
-PIPELINE_STAGES = 14
 
 # --- MRAM <-> WRAM DMA: cycles = alpha + beta * size (timing-model.md §1e) ---------------------
 #: Fixed latency of an ``mram_read`` in DPU cycles. [S] PrIM §3.2 via two summaries
@@ -79,10 +76,11 @@ ARITHMETIC_LOOP_INSTRUCTIONS: dict[tuple[str, str], int] = {
 #: (add, addc) the call replaces. [D] 137 - 7 + 2
 MUL_INT64_CALL_INSTRUCTIONS = LOOP_MUL_INT64_INSTRUCTIONS - LOOP_ADD_INT64_INSTRUCTIONS + 2
 #: STREAM COPY inner loop ``b[i] = a[i]`` on uint64 in WRAM (ld, sd, unrolled loop control),
-#: per element. [D] from [R] PrIM Fig. 5 WRAM COPY 1,682 MB/s: 16 B x 350 MHz / 1682 = 3.33
+#: per element. [D] from [R] PrIM Fig. 5 WRAM COPY 1,682 MB/s: 16 B x 350 MHz / 1682 = 3.329,
+#: taken as 10/3
 STREAM_COPY_INSTRUCTIONS = 10 / 3
 #: STREAM ADD ``c[i] = a[i] + b[i]`` on uint64 (ld, ld, add, addc, sd, loop control).
-#: [D] from [R] PrIM Fig. 5 WRAM ADD 1,770 MB/s: 24 B x 350 / 1770 = 4.75
+#: [D] from [R] PrIM Fig. 5 WRAM ADD 1,770 MB/s: 24 B x 350 / 1770 = 4.746, taken as 4.75
 STREAM_ADD_INSTRUCTIONS = 4.75
 #: STREAM SCALE ``b[i] = s * a[i]``: the COPY loop plus one 64-bit multiplication. [D]
 STREAM_SCALE_INSTRUCTIONS = STREAM_COPY_INSTRUCTIONS + MUL_INT64_CALL_INSTRUCTIONS
@@ -155,12 +153,8 @@ def parallel_wram_access_ps(nbytes: int) -> int:
 LAUNCH_BOOT_LATENCY_PS = 10 * PS_PER_US
 #: Detecting that the DPUs of a rank finished (polling thread). [A]
 COMPLETION_POLL_LATENCY_PS = 1 * PS_PER_US
-#: A SYNC / SYNC_PARALLEL job itself. [A]
-SYNC_JOB_LATENCY_PS = 0
 #: Loading a program into a rank (IRAM + WRAM + MRAM images). [A] plus bytes at serial rate
 LOAD_JOB_LATENCY_PS = 100 * PS_PER_US
-#: Dispatching a host callback job. [A]
-CALLBACK_JOB_LATENCY_PS = 1 * PS_PER_US
 
 
 #: v1A's linker script skips the first 200 atomic bits ("issue on ATOMIC HW buffer on v1A"),
@@ -180,11 +174,13 @@ class ChipProfile:
     mram_size: int
     atomic_bits: int
     supports_parallel_wram: bool
+    #: atomic bits the linker script keeps from programs
+    reserved_atomic_bits: int = 0
 
     @property
     def user_atomic_bits(self) -> int:
-        """Atomic bits a program may use (mutexes, locks): v1A's linker skips 200 of its 256."""
-        return self.atomic_bits - (V1A_ATOMIC_DISPLACEMENT if self.name == "v1A" else 0)
+        """Atomic bits a program may use (mutexes, locks)."""
+        return self.atomic_bits - self.reserved_atomic_bits
 
     @property
     def cycle_ps(self) -> float:
@@ -197,7 +193,9 @@ class ChipProfile:
 
 
 #: v1A: 350 MHz, 24 tasklets, 64 KiB WRAM, 4096 instructions. [V] SDK docs 03
-V1A = ChipProfile("v1A", 350_000_000, 24, 65536, 4096, 64 << 20, 256, False)
+V1A = ChipProfile(
+    "v1A", 350_000_000, 24, 65536, 4096, 64 << 20, 256, False, V1A_ATOMIC_DISPLACEMENT
+)
 #: v1B: 400 MHz, 16 tasklets, 62 KiB WRAM, 3968 instructions, parallel WRAM access. [V] docs 03/263
 V1B = ChipProfile("v1B", 400_000_000, 16, 63488, 3968, 64 << 20, 64, True)
 

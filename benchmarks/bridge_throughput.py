@@ -60,7 +60,8 @@ async def single_worker(ranks: list[DpuSet], n: int, buf: np.ndarray, counter: l
 async def bench_main(variant: str, n_ops: int) -> tuple[int, float, int]:
     """Returns ``(completions, wall seconds of the transfer phase, virtual ps reached)``."""
     dpus = await dpu_alloc_ranks(NR_RANKS, "nrDpusPerRank=1")
-    await dpu_load(dpus, make_program())
+    prog = make_program()
+    await dpu_load(dpus, prog)
     buf = np.arange(2, dtype=np.uint32)
     ranks = [rank for rank, _ in dpu_rank_foreach(dpus)]
     expect(len(ranks) == NR_RANKS, f"{len(ranks)} ranks allocated")
@@ -75,7 +76,7 @@ async def bench_main(variant: str, n_ops: int) -> tuple[int, float, int]:
     wall = time.perf_counter() - t0
     virtual_ps = aiopim.current_emulator().now_ps
     # correctness: every DPU holds the buffer, every queue is empty
-    x = _x_offset(dpus)
+    x = prog.address_of("x")
     for r in dpus.rank_list:
         expect(not r.queue and r.current is None, f"rank {r.index} did not drain")
         expect(r.job_error == 0, f"rank {r.index} failed")
@@ -83,12 +84,6 @@ async def bench_main(variant: str, n_ops: int) -> tuple[int, float, int]:
             expect(d.wram[x : x + 8].tobytes() == buf.tobytes(), f"DPU {d.name} lacks the data")
     await dpu_free(dpus)
     return counter[0], wall, virtual_ps
-
-
-def _x_offset(dpus: DpuSet) -> int:
-    prog = dpus.programs()[0]
-    expect(prog is not None, "no program loaded")
-    return prog.symbols()["x"].offset  # type: ignore[union-attr]
 
 
 def expect(cond: bool, what: str) -> None:
@@ -104,10 +99,7 @@ def measure(
     best: tuple[int, float, int] | None = None
     for _ in range(repeat):
         gc.collect()
-        if record:
-            res = aiopim.run(bench_main, variant, n_ops, backend=backend)
-        else:
-            res = aiopim.Emulator(record=False).run(bench_main, variant, n_ops, backend=backend)
+        res = aiopim.Emulator(record=record).run(bench_main, variant, n_ops, backend=backend)
         expect(res[0] == NR_RANKS * n_ops, f"{res[0]} completions, expected {NR_RANKS * n_ops}")
         if best is not None:
             expect(res[2] == best[2], "virtual time differs between runs")

@@ -10,17 +10,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import V1B_CYCLE_PS
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from runtime_helpers import host_array, run_dpu
 
 import aiopim
 from aiopim import timing
-from aiopim.sdk import DPU_SYNCHRONOUS, dpu_alloc, dpu_copy_from, dpu_launch, dpu_load
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks" / "prim"))
 
 Body = Callable[[aiopim.Tasklet], Awaitable[None]]
-V1B_CYCLE_PS = 2500  # 400 MHz: cycles convert to whole picoseconds
 MRAM_BUF = 1 << 16  # MRAM scratch bytes
 
 
@@ -39,16 +39,9 @@ def finish_times(
         await t.flush()
         t.view(done)[t.me()] = t.dpu.kernel.now - t.dpu.boot_time
 
-    async def host() -> list[int]:
-        dpus = await dpu_alloc(1, "")
-        await dpu_load(dpus, prog)
-        await dpu_launch(dpus, DPU_SYNCHRONOUS)
-        out = np.zeros(nr_tasklets, np.uint64)
-        await dpu_copy_from(dpus.dpus[0], "done_ps", 0, out, out.nbytes)
-        return [int(x) for x in out]
-
-    machine = aiopim.MachineConfig(nr_ranks=1, nr_dpus_per_rank=1, chip=chip)
-    return aiopim.Emulator(machine, record=False).run(host, backend=backend)
+    out = run_dpu(prog, chip=chip, backend=backend)
+    assert out.error is None
+    return [int(x) for x in host_array(out, prog, done.name)]
 
 
 def buffers(t: aiopim.Tasklet) -> tuple[int, int]:

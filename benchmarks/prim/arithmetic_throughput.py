@@ -15,9 +15,9 @@ import argparse
 import numpy as np
 from prim_common import (
     PRIM_CHIP,
-    declare_results,
+    declare_host_symbols,
     frequency_hz,
-    read_max_cycles,
+    run_kernel,
     run_on_one_dpu,
     timer_start,
     timer_stop,
@@ -25,16 +25,6 @@ from prim_common import (
 
 import aiopim
 from aiopim import timing
-from aiopim.sdk import (
-    DPU_MRAM_HEAP_POINTER_NAME,
-    DPU_SYNCHRONOUS,
-    dpu_alloc,
-    dpu_copy_from,
-    dpu_copy_to,
-    dpu_free,
-    dpu_launch,
-    dpu_load,
-)
 
 BLOCK_BYTES = 1024  # BL=10, as PrIM's run.sh
 PRIM_ELEMENTS = 1 << 20  # run.sh: -i 1048576
@@ -63,8 +53,7 @@ def make_program(op: str, type_name: str, nr_tasklets: int) -> aiopim.Program:
     cost = timing.ARITHMETIC_LOOP_INSTRUCTIONS[(op, type_name)]
     per_block = BLOCK_BYTES // dt.itemsize
     prog = aiopim.Program(f"arith_{op}_{type_name}", nr_tasklets=nr_tasklets)
-    args = prog.host("DPU_INPUT_ARGUMENTS", np.uint32, 2)  # size in bytes, kernel
-    results = declare_results(prog)
+    args, results = declare_host_symbols(prog)
     barrier = prog.barrier("my_barrier")
 
     @prog.main
@@ -98,17 +87,7 @@ async def host(op: str, type_name: str, nr_tasklets: int, nr_elements: int) -> t
     dt = np.dtype(TYPES[type_name])
     rng = np.random.default_rng(0)
     a = rng.integers(0, 2**31, nr_elements).astype(dt)  # rand()
-    nbytes = a.nbytes
-    dpus = await dpu_alloc(1, "")
-    dpu = dpus.dpus[0]
-    await dpu_load(dpus, make_program(op, type_name, nr_tasklets))
-    await dpu_copy_to(dpus, "DPU_INPUT_ARGUMENTS", 0, np.array([nbytes, 0], np.uint32), 8)
-    await dpu_copy_to(dpus, DPU_MRAM_HEAP_POINTER_NAME, 0, a, nbytes)
-    await dpu_launch(dpus, DPU_SYNCHRONOUS)
-    b = np.zeros_like(a)
-    await dpu_copy_from(dpu, DPU_MRAM_HEAP_POINTER_NAME, nbytes, b, nbytes)
-    cycles = await read_max_cycles(dpu, nr_tasklets)
-    await dpu_free(dpus)
+    cycles, b = await run_kernel(make_program(op, type_name, nr_tasklets), [a])
     expected = a.copy()
     apply(op, expected, dt.type(nr_elements))
     return cycles, bool(np.array_equal(b, expected))

@@ -15,35 +15,24 @@ import argparse
 import numpy as np
 from prim_common import (
     PRIM_CHIP,
-    declare_results,
+    declare_host_symbols,
     frequency_hz,
-    read_max_cycles,
+    run_kernel,
     run_on_one_dpu,
     timer_start,
     timer_stop,
 )
 
 import aiopim
-from aiopim.sdk import (
-    DPU_MRAM_HEAP_POINTER_NAME,
-    DPU_SYNCHRONOUS,
-    dpu_alloc,
-    dpu_copy_from,
-    dpu_copy_to,
-    dpu_free,
-    dpu_launch,
-    dpu_load,
-)
 
 SIZES = tuple(1 << bl for bl in range(3, 12))  # run.sh: BL = 3 … 11
 TRANSFERS = 256  # per point (PrIM moves 16 MiB; the latency per transfer is the same)
 
 
-def make_program(block: int, write: bool, nr_tasklets: int = 1) -> aiopim.Program:
-    """The DPU kernel for one block size, timing reads (or writes)."""
-    prog = aiopim.Program(f"mram_latency_{block}", nr_tasklets=nr_tasklets)
-    args = prog.host("DPU_INPUT_ARGUMENTS", np.uint32, 2)
-    results = declare_results(prog)
+def make_program(block: int, write: bool) -> aiopim.Program:
+    """The DPU kernel for one block size, timing reads (or writes); one tasklet, as PrIM's run."""
+    prog = aiopim.Program(f"mram_latency_{block}", nr_tasklets=1)
+    args, results = declare_host_symbols(prog)
     barrier = prog.barrier("my_barrier")
 
     @prog.main
@@ -77,17 +66,7 @@ def make_program(block: int, write: bool, nr_tasklets: int = 1) -> aiopim.Progra
 async def host(block: int, write: bool, transfers: int) -> tuple[int, bool]:
     """Load A, launch, read B (= A) and the cycles back."""
     a = np.random.default_rng(0).integers(0, 2**31, transfers * block // 8).astype(np.uint64)
-    nbytes = a.nbytes
-    dpus = await dpu_alloc(1, "")
-    dpu = dpus.dpus[0]
-    await dpu_load(dpus, make_program(block, write))
-    await dpu_copy_to(dpus, "DPU_INPUT_ARGUMENTS", 0, np.array([nbytes, 0], np.uint32), 8)
-    await dpu_copy_to(dpus, DPU_MRAM_HEAP_POINTER_NAME, 0, a, nbytes)
-    await dpu_launch(dpus, DPU_SYNCHRONOUS)
-    b = np.zeros_like(a)
-    await dpu_copy_from(dpu, DPU_MRAM_HEAP_POINTER_NAME, nbytes, b, nbytes)
-    cycles = await read_max_cycles(dpu, 1)
-    await dpu_free(dpus)
+    cycles, b = await run_kernel(make_program(block, write), [a])
     return cycles, bool(np.array_equal(a, b))
 
 

@@ -21,9 +21,9 @@ import argparse
 import numpy as np
 from prim_common import (
     PRIM_CHIP,
-    declare_results,
+    declare_host_symbols,
     frequency_hz,
-    read_max_cycles,
+    run_kernel,
     run_on_one_dpu,
     timer_start,
     timer_stop,
@@ -31,16 +31,6 @@ from prim_common import (
 
 import aiopim
 from aiopim import timing
-from aiopim.sdk import (
-    DPU_MRAM_HEAP_POINTER_NAME,
-    DPU_SYNCHRONOUS,
-    dpu_alloc,
-    dpu_copy_from,
-    dpu_copy_to,
-    dpu_free,
-    dpu_launch,
-    dpu_load,
-)
 
 BLOCK_BYTES = 1024  # BL=10
 PER_BLOCK = BLOCK_BYTES // 8
@@ -83,8 +73,7 @@ def make_program(kernel: str, mem: str, nr_tasklets: int) -> aiopim.Program:
     cost = timing.loop_instructions(COST[kernel], PER_BLOCK)
     two = kernel in TWO_INPUTS
     prog = aiopim.Program(f"stream_{kernel}_{mem}", nr_tasklets=nr_tasklets)
-    args = prog.host("DPU_INPUT_ARGUMENTS", np.uint32, 2)
-    results = declare_results(prog)
+    args, results = declare_host_symbols(prog)
     barrier = prog.barrier("my_barrier")
     wram = mem == "WRAM"
 
@@ -131,21 +120,8 @@ async def host(kernel: str, mem: str, nr_tasklets: int, nr_elements: int) -> tup
     rng = np.random.default_rng(0)
     a = rng.integers(0, 2**31, nr_elements).astype(np.uint64)
     b = rng.integers(0, 2**31, nr_elements).astype(np.uint64)
-    nbytes = a.nbytes
-    dpus = await dpu_alloc(1, "")
-    dpu = dpus.dpus[0]
-    await dpu_load(dpus, make_program(kernel, mem, nr_tasklets))
-    await dpu_copy_to(dpus, "DPU_INPUT_ARGUMENTS", 0, np.array([nbytes, 0], np.uint32), 8)
-    await dpu_copy_to(dpus, DPU_MRAM_HEAP_POINTER_NAME, 0, a, nbytes)
-    out_offset = nbytes
-    if kernel in TWO_INPUTS:
-        await dpu_copy_to(dpus, DPU_MRAM_HEAP_POINTER_NAME, nbytes, b, nbytes)
-        out_offset = 2 * nbytes
-    await dpu_launch(dpus, DPU_SYNCHRONOUS)
-    out = np.zeros_like(a)
-    await dpu_copy_from(dpu, DPU_MRAM_HEAP_POINTER_NAME, out_offset, out, nbytes)
-    cycles = await read_max_cycles(dpu, nr_tasklets)
-    await dpu_free(dpus)
+    inputs = [a, b] if kernel in TWO_INPUTS else [a]
+    cycles, out = await run_kernel(make_program(kernel, mem, nr_tasklets), inputs)
     expected = reference(kernel, a, b, np.uint64(nr_elements))
     return cycles, bool(np.array_equal(out, expected))
 

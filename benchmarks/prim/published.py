@@ -178,12 +178,12 @@ def _points() -> list[Point]:
                 "§1c PrIM Fig. 4",
             )
         )
-    for t, mops in (("int32", 58.56), ("int64", 50.16)):
+    for t in ("int32", "int64"):
         pts.append(
             Point(
                 f"arith/sub/{t}/tl16/mops",
                 f"SUB {t.upper()} saturated (~ADD), MOPS",
-                mops,
+                r_mops["add", t],
                 "R",
                 "§1c 'SUB ~ ADD'",
             )
