@@ -260,6 +260,6 @@ class SyncMixin(TaskletBase):
             q.wake_all()  # every spinner retries; the first to run takes the bit
 
     def vmutex_is_locked(self, vm: VMutexDecl, ident: int) -> bool:
-        """Whether virtual mutex ``ident`` is taken (its bit in WRAM is set)."""
+        """Whether virtual mutex ``ident`` is taken (its bit is set)."""
         ident = self._vmutex_id(vm, ident)
         return bool(self._vmutex(vm).bits[ident >> 3] & (1 << (ident & 7)))
