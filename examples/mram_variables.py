@@ -17,7 +17,7 @@ import numpy as np
 import aiopim
 
 N = 16
-#: a byte count, as in the guide's WRAM ``input`` buffer
+#: the WRAM ``input`` array: counting values (the guide's C source is not in the seed document)
 INPUT = np.arange(N, dtype=np.uint32)
 
 prog = aiopim.Program("mram_variable_example", nr_tasklets=1)

@@ -5,9 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from helpers import V1B_CYCLE_PS, emu
+
 import aiopim
-from aiopim import DpuError
+from aiopim import DpuError, timing
 from aiopim._core._dpu import Dpu
+from aiopim._core._program import MRAM_BIT
+from aiopim.dpu import Var
 
 
 @dataclass
@@ -31,8 +35,7 @@ def run_dpu(
     seed: int | None = None,
 ) -> Outcome:
     """Load ``prog`` on one DPU, launch it ``launches`` times (stops at a fault)."""
-    cfg = aiopim.MachineConfig(nr_ranks=1, nr_dpus_per_rank=1, chip=chip)
-    emu = aiopim.Emulator(cfg) if seed is None else aiopim.Emulator(cfg, seed=seed, explore=True)
+    explore: dict[str, Any] = {} if seed is None else {"seed": seed, "explore": True}
 
     async def main() -> Outcome:
         dpus = await aiopim.DpuSet.alloc(1)
@@ -50,7 +53,7 @@ def run_dpu(
         text = dpus.log() if log and error is None else None
         return Outcome(dpu, dpu.fault, error, runs, text)
 
-    result: Outcome = emu.run(main, backend=backend)
+    result: Outcome = emu(ranks=1, dpus=1, chip=chip, **explore).run(main, backend=backend)
     return result
 
 
@@ -59,3 +62,13 @@ def host_array(out: Outcome, prog: aiopim.Program, name: str) -> Any:
     var = prog._vars[name]
     addr = prog.address_of(var)
     return out.dpu.wram[addr : addr + var.size].view(var.dtype).copy()
+
+
+def mram_bytes(out: Outcome, prog: aiopim.Program, var: Var | str, size: int) -> Any:
+    """``size`` bytes of MRAM from ``__mram`` variable ``var`` after the run."""
+    return out.dpu.mram.read(prog.address_of(var) & ~MRAM_BIT, size)
+
+
+def dma_ps(size: int, *, write: bool) -> int:
+    """Latency of one lone ``size``-byte MRAM DMA on a v1B DPU."""
+    return round(timing.dma_cycles(size, write=write)[1] * V1B_CYCLE_PS)

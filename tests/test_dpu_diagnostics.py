@@ -6,7 +6,8 @@ import io
 
 import numpy as np
 import pytest
-from runtime_helpers import run_dpu
+from helpers import emu, run_time_ps
+from runtime_helpers import dma_ps, mram_bytes, run_dpu
 
 import aiopim
 from aiopim import timing
@@ -30,8 +31,6 @@ from aiopim.sdk import (
     DpuError,
     dpu_log_read,
 )
-
-CYCLE_PS = 2500
 
 
 # --- faults ---------------------------------------------------------------------------------
@@ -170,8 +169,7 @@ def test_printf_log_read_over_boots(backend: str) -> None:
     # the write pointer is reset at each boot: only the last boot's messages remain
     assert out.log == ("=== DPU#0x0 ===\ntasklet 0 of 2 says hi\ntasklet 1 of 2 says hi\n")
     # the bytes are really in MRAM, where the SDK's reader finds them
-    buf = prog.address_of("__stdout_buffer") & ~0x08000000
-    assert out.dpu.mram.read(buf, 8).tobytes() == b"%s%d%s%d"
+    assert mram_bytes(out, prog, "__stdout_buffer", 8).tobytes() == b"%s%d%s%d"
     assert prog.symbols()["__stdout_buffer"].size == 1 << 20
 
 
@@ -186,8 +184,7 @@ def test_printf_costs_instructions_and_8_byte_dmas() -> None:
 
     out = run_dpu(prog)
     instr = timing.PRINTF_INSTRUCTIONS + 8 * timing.PRINTF_PER_BYTE_INSTRUCTIONS
-    dma = round(timing.dma_cycles(8, write=True)[1] * CYCLE_PS)
-    assert out.run_ps == [instr * timing.REVOLVER_CYCLES * CYCLE_PS + 2 * dma]
+    assert out.run_ps == [run_time_ps(instr) + 2 * dma_ps(8, write=True)]
     assert out.dpu.dma.requests == 2
 
 
@@ -209,8 +206,8 @@ def test_log_buffer_wrapped_and_printf_overflow() -> None:
         assert e.value.code == DPU_ERR_LOG_BUFFER_TOO_SMALL
         return stream.getvalue()
 
-    emu = aiopim.Emulator(aiopim.MachineConfig(nr_ranks=1, nr_dpus_per_rank=1))
-    assert emu.run(host) == "=== DPU#0x0 ===\n"  # the header is written before the error
+    # the header is written before the error
+    assert emu(ranks=1, dpus=1).run(host) == "=== DPU#0x0 ===\n"
 
     tiny = aiopim.Program("tiny", nr_tasklets=1, stdout_buffer_size=16)
 
@@ -235,7 +232,7 @@ def test_log_context_missing_without_stdio() -> None:
             dpus.log()  # the Pythonic API reads each DPU
         assert e.value.code == DPU_ERR_LOG_CONTEXT_MISSING
 
-    aiopim.Emulator(aiopim.MachineConfig(nr_ranks=1, nr_dpus_per_rank=1)).run(host)
+    emu(ranks=1, dpus=1).run(host)
 
 
 async def _quiet(t: aiopim.Tasklet) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from runtime_helpers import host_array, run_dpu
+from helpers import V1B_CYCLE_PS, run_time_ps
+from runtime_helpers import Outcome, dma_ps, host_array, mram_bytes, run_dpu
 
 import aiopim
 from aiopim import timing
@@ -17,13 +18,6 @@ from aiopim.dpu import (
     SEQREAD_CACHE_SIZES,
     SeqReader,
 )
-
-CYCLE_PS = 2500  # v1B
-INSTR_PS = timing.REVOLVER_CYCLES * CYCLE_PS  # one instruction of a lone tasklet
-
-
-def _dma_ps(size: int, *, write: bool) -> int:
-    return round(timing.dma_cycles(size, write=write)[1] * CYCLE_PS)
 
 
 # --- mem_alloc ------------------------------------------------------------------------------
@@ -220,8 +214,8 @@ def test_dma_sequence_virtual_time_one_tasklet() -> None:
         await t.mram_write(buf, t.mram_address(m, 2048), 512)
 
     out = run_dpu(prog)
-    dmas = _dma_ps(8, write=False) + _dma_ps(2048, write=False) + _dma_ps(512, write=True)
-    assert out.run_ps == [timing.MEM_ALLOC_INSTRUCTIONS * INSTR_PS + dmas]
+    dmas = dma_ps(8, write=False) + dma_ps(2048, write=False) + dma_ps(512, write=True)
+    assert out.run_ps == [run_time_ps(timing.MEM_ALLOC_INSTRUCTIONS) + dmas]
 
 
 def test_dma_latencies_overlap_between_tasklets_bandwidth_does_not() -> None:
@@ -238,7 +232,10 @@ def test_dma_latencies_overlap_between_tasklets_bandwidth_does_not() -> None:
     run_dpu(prog)
     alpha = timing.DMA_READ_ALPHA_CYCLES
     beta = timing.DMA_BETA_CYCLES_PER_BYTE * 2048
-    assert done == {0: round((alpha + beta) * CYCLE_PS), 1: round((alpha + 2 * beta) * CYCLE_PS)}
+    assert done == {
+        0: round((alpha + beta) * V1B_CYCLE_PS),
+        1: round((alpha + 2 * beta) * V1B_CYCLE_PS),
+    }
 
 
 # --- unaligned access ------------------------------------------------------------------------
@@ -265,8 +262,7 @@ def test_mram_unaligned_read_and_write(offset: int, size: int) -> None:
     )
     expect = data.copy()
     expect[offset : offset + size] = 200 + np.arange(size) % 50
-    base = prog.address_of(m) & ~0x08000000
-    assert out.dpu.mram.read(base, 256).tolist() == expect.tolist()
+    assert mram_bytes(out, prog, m, 256).tolist() == expect.tolist()
 
 
 def test_mram_write_unaligned_alignment_mismatch_is_fault_8() -> None:
@@ -356,9 +352,8 @@ def _race_program(guarded: bool, dtype: type) -> aiopim.Program:
     return prog
 
 
-def _var_after(prog: aiopim.Program, out: object, dtype: type) -> list[int]:
-    addr = prog.address_of("var") & ~0x08000000
-    return out.dpu.mram.read(addr, 8).view(dtype).tolist()[:2]  # type: ignore[attr-defined]
+def _var_after(prog: aiopim.Program, out: Outcome, dtype: type) -> list[int]:
+    return mram_bytes(out, prog, "var", 8).view(dtype).tolist()[:2]
 
 
 def test_soft_cache_narrow_writes_race() -> None:
@@ -381,10 +376,7 @@ def test_soft_cache_8_byte_writes_do_not_race() -> None:
 
     out = run_dpu(prog)
     assert out.fault is None
-    assert out.dpu.mram.read(prog.address_of(var) & ~0x08000000, 16).view(np.uint64).tolist() == [
-        0x11,
-        0x22,
-    ]
+    assert mram_bytes(out, prog, var, 16).view(np.uint64).tolist() == [0x11, 0x22]
 
 
 def test_soft_cache_access_time() -> None:
@@ -397,6 +389,6 @@ def test_soft_cache_access_time() -> None:
         assert await t.mram_load(var, 1) == 7  # one read DMA
 
     out = run_dpu(prog)
-    soft = timing.SOFT_CACHE_ACCESS_INSTRUCTIONS * INSTR_PS
-    expected = 2 * soft + 2 * _dma_ps(8, write=False) + _dma_ps(8, write=True)
+    soft = run_time_ps(timing.SOFT_CACHE_ACCESS_INSTRUCTIONS)
+    expected = 2 * soft + 2 * dma_ps(8, write=False) + dma_ps(8, write=True)
     assert out.run_ps == [expected]

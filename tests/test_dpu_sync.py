@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import run_time_ps
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from runtime_helpers import host_array, run_dpu
@@ -249,11 +250,10 @@ def _rendezvous(notify_delay: int, wait_delay: int) -> dict[str, int]:
 
 @pytest.mark.parametrize(("notify_delay", "wait_delay"), [(500, 100), (100, 500)])
 def test_handshake_waiter_first_and_notifier_first(notify_delay: int, wait_delay: int) -> None:
-    cyc = timing.REVOLVER_CYCLES * 2500  # ps per instruction of one tasklet (v1B)
     times = _rendezvous(notify_delay, wait_delay)
-    meet = max(notify_delay, wait_delay) + timing.HANDSHAKE_INSTRUCTIONS
+    meet = run_time_ps(max(notify_delay, wait_delay) + timing.HANDSHAKE_INSTRUCTIONS)
     # both leave at the rendez-vous: the later arrival's time
-    assert times == {"notifier": meet * cyc, "waiter rc=0": meet * cyc}
+    assert times == {"notifier": meet, "waiter rc=0": meet}
 
 
 def test_handshake_second_waiter_gets_ealready() -> None:
@@ -292,7 +292,6 @@ def test_mutex_pool_hashes_ids_onto_hardware_mutexes() -> None:
     prog = aiopim.Program("pool", nr_tasklets=2)
     pool = prog.mutex_pool("pool", 4)
     got: dict[tuple[int, int], int] = {}
-    cyc = timing.REVOLVER_CYCLES * 2500
 
     for other in (5, 2):  # 5 & 3 == 1: same hardware mutex as id 1; 2: another one
 
@@ -307,8 +306,8 @@ def test_mutex_pool_hashes_ids_onto_hardware_mutexes() -> None:
             t.mutex_pool_unlock(pool, ident)
 
         run_dpu(prog)
-    assert got[(5, 1)] >= got[(5, 0)] + 1000 * cyc  # waited for tasklet 0's critical section
-    assert got[(2, 1)] < got[(2, 0)] + 1000 * cyc
+    assert got[(5, 1)] >= got[(5, 0)] + run_time_ps(1000)  # waited for 0's critical section
+    assert got[(2, 1)] < got[(2, 0)] + run_time_ps(1000)
     with pytest.raises(ValueError, match="power of 2"):
         MutexPoolDecl("p", 3)
 
@@ -318,7 +317,6 @@ def test_vmutex_serialises_one_id_not_its_neighbours() -> None:
     prog = aiopim.Program("vm", nr_tasklets=3)
     vm = prog.vmutex("vm", 64, 2)
     got: dict[int, int] = {}
-    cyc = timing.REVOLVER_CYCLES * 2500
 
     @prog.main
     async def main(t: aiopim.Tasklet) -> None:
@@ -331,8 +329,8 @@ def test_vmutex_serialises_one_id_not_its_neighbours() -> None:
         t.vmutex_unlock(vm, ident)
 
     run_dpu(prog)
-    assert got[1] >= got[0] + 1000 * cyc
-    assert got[2] < got[0] + 1000 * cyc
+    assert got[1] >= got[0] + run_time_ps(1000)
+    assert got[2] < got[0] + run_time_ps(1000)
 
 
 def test_vmutex_bits_are_wram_data_and_survive_a_reboot() -> None:

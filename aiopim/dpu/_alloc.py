@@ -3,7 +3,8 @@
 Both hand out real WRAM addresses. The fixed-size block allocator keeps its free list in WRAM
 itself (each free block starts with the address of the next one, the allocator is one 32-bit
 word pointing at the first), so a program that writes into a freed block corrupts the list
-as it would on a DPU. The buddy allocator's bookkeeping lives beside the emulated bitmap.
+as it would on a DPU. The buddy allocator keeps its bookkeeping in Python; the heap space of
+the runtime's bitmap is reserved but not written.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ class FsbAllocator:
 class _Buddy:
     base: int
     size: int
-    bitmap: int
     free: dict[int, list[int]] = field(default_factory=dict)  # block size -> addresses
     allocated: dict[int, int] = field(default_factory=dict)  # address -> block size
 
@@ -44,6 +44,13 @@ class _Buddy:
 
     def levels(self, block: int) -> int:
         return (self.size // block).bit_length()
+
+    def block_of(self, ptr: int) -> int | None:
+        """The allocated block containing ``ptr``."""
+        for addr, size in self.allocated.items():
+            if addr <= ptr < addr + size:
+                return addr
+        return None
 
 
 def _block_size(size: int) -> int:
@@ -61,12 +68,8 @@ class AllocMixin(TaskletBase):
         nb = int(nb_of_blocks)
         first = self.mem_alloc(bs * nb + 4)
         head = first + bs * nb
-        words = self.wram
         for i in range(nb):
-            nxt = first + (i + 1) * bs if i + 1 < nb else NULL
-            words[first + i * bs : first + i * bs + 4] = np.frombuffer(
-                nxt.to_bytes(4, "little"), np.uint8
-            )
+            self._set_word(first + i * bs, first + (i + 1) * bs if i + 1 < nb else NULL)
         self._set_word(head, first if nb else NULL)
         self._pending += (
             timing.FSB_ALLOC_INSTRUCTIONS + timing.FSB_ALLOC_PER_BLOCK_INSTRUCTIONS * nb
@@ -110,9 +113,9 @@ class AllocMixin(TaskletBase):
         if size < BUDDY_MIN_BLOCK or size & (size - 1):
             raise ValueError(f"buddy_init: heap size {size} must be a power of two >= 16")
         base = self.mem_alloc(size)
-        # one bit per node of the tree of 16-byte leaves
-        bitmap = self.mem_alloc(max(8, size // (BUDDY_MIN_BLOCK * 4)))
-        b = _Buddy(base, size, bitmap)
+        # the runtime's bitmap, one bit per node of the tree of 16-byte leaves: heap space only
+        self.mem_alloc(max(8, size // (BUDDY_MIN_BLOCK * 4)))
+        b = _Buddy(base, size)
         b.reset()
         self.dpu.persistent["buddy"] = b
         self._pending += timing.BUDDY_CALL_INSTRUCTIONS
@@ -150,12 +153,6 @@ class AllocMixin(TaskletBase):
         b.allocated[addr] = want
         return addr
 
-    def _buddy_block(self, b: _Buddy, ptr: int) -> int | None:
-        for addr, size in b.allocated.items():
-            if addr <= ptr < addr + size:
-                return addr
-        return None
-
     def buddy_free(self, ptr: int) -> None:
         """``buddy_free``: free the block containing ``ptr`` (NULL: nothing); ``errno =
         EINVAL`` and nothing done if ``ptr`` is unaligned, outside the heap or not allocated."""
@@ -166,7 +163,7 @@ class AllocMixin(TaskletBase):
         self._pending += timing.BUDDY_CALL_INSTRUCTIONS
         block = None
         if ptr % 8 == 0 and b.base <= ptr < b.base + b.size:
-            block = self._buddy_block(b, ptr)
+            block = b.block_of(ptr)
         if block is None:
             self.errno = EINVAL
             return
@@ -193,7 +190,7 @@ class AllocMixin(TaskletBase):
             self.buddy_free(ptr)
             return ptr
         b = self._buddy()
-        block = self._buddy_block(b, ptr)
+        block = b.block_of(ptr)
         if block is None:
             self.errno = EINVAL
             return NULL

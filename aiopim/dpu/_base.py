@@ -26,8 +26,6 @@ class TaskletBase:
         #: DMA writes (sizes) issued by synchronous runtime calls, charged at the next flush
         _deferred_dma: list[int]
 
-        def me(self) -> int: ...
-
         @property
         def nr_tasklets(self) -> int: ...
 

@@ -120,14 +120,14 @@ class MramMixin(SyncMixin):
         self.vmutex_unlock(MRAM_UNALIGNED_VMUTEX, ident)
 
     # -- sequential readers ---------------------------------------
+    def _seqread_cache_size(self) -> int:
+        """The program's ``SEQREAD_CACHE_SIZE`` (the default for an ELF binary)."""
+        return int(getattr(self.program, "seqread_cache_size", DEFAULT_SEQREAD_CACHE_SIZE))
+
     def seqread_alloc(self, cache_size: int | None = None) -> int:
         """``seqread_alloc``: ``2 * SEQREAD_CACHE_SIZE`` bytes of heap aligned on the size
         (the program's ``seqread_cache_size`` unless ``cache_size`` is given)."""
-        size = (
-            int(cache_size)
-            if cache_size is not None
-            else int(getattr(self.program, "seqread_cache_size", DEFAULT_SEQREAD_CACHE_SIZE))
-        )
+        size = self._seqread_cache_size() if cache_size is None else int(cache_size)
         if size not in SEQREAD_CACHE_SIZES:
             raise ValueError(f"SEQREAD_CACHE_SIZE must be one of {SEQREAD_CACHE_SIZES}, not {size}")
         here = _align8_high(self.mem_alloc(0))
@@ -144,10 +144,7 @@ class MramMixin(SyncMixin):
         returns the WRAM address of the byte at ``mram``."""
         sizes: dict[int, int] = self.dpu.persistent.get("seqread_caches", {})
         reader.wram_cache = int(cache)
-        reader.cache_size = sizes.get(
-            reader.wram_cache,
-            int(getattr(self.program, "seqread_cache_size", DEFAULT_SEQREAD_CACHE_SIZE)),
-        )
+        reader.cache_size = sizes.get(reader.wram_cache, self._seqread_cache_size())
         reader.loaded = False
         return await self.seqread_seek(mram, reader)
 
@@ -186,7 +183,7 @@ class MramMixin(SyncMixin):
     def _soft_cache_slot(self) -> int:
         try:
             base = self.program.address_of("__sw_cache_buffer")
-        except (KeyError, DpuError):
+        except DpuError:  # an ELF binary without the symbol: the cache ends at the heap
             base = self.program.heap_start - 8 * self.nr_tasklets
         return base + 8 * self._id
 

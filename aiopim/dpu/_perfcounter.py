@@ -31,6 +31,11 @@ class _Counter:
     frozen_instructions: int | None = None
 
 
+def _selected(mode: int, cycles: int, instructions: int) -> int:
+    """What ``perfcounter_get`` returns in ``mode``."""
+    return instructions if mode == COUNT_INSTRUCTIONS else cycles
+
+
 class PerfcounterMixin(TaskletBase):
     """``perfcounter_config`` / ``perfcounter_get`` / ``perfcounter_get_both``."""
 
@@ -54,15 +59,12 @@ class PerfcounterMixin(TaskletBase):
         mask = ~((1 << PERFCOUNTER_IMPRECISION_BITS) - 1)
         return cycles & mask, instructions & mask
 
-    def _value(self, c: _Counter) -> int:
-        cycles, instructions = self._raw(c)
-        return instructions if c.mode == COUNT_INSTRUCTIONS else cycles
-
     async def perfcounter_get(self) -> int:
         """``perfcounter_get``: the configured count (a multiple of 16)."""
         self._pending += timing.PERFCOUNTER_GET_INSTRUCTIONS
         await self.flush()
-        return self._value(self._counter())
+        c = self._counter()
+        return _selected(c.mode, *self._raw(c))
 
     async def perfcounter_config(self, config: int, reset_value: bool) -> int:
         """``perfcounter_config``: count cycles, instructions or nothing from now (resetting
@@ -85,8 +87,8 @@ class PerfcounterMixin(TaskletBase):
         ):
             raise ValueError(f"unknown perfcounter configuration {config}")
         c = self._counter()
-        previous = self._value(c)
         cycles, instructions = self._raw(c)
+        previous = _selected(c.mode, cycles, instructions)
         now, issued = self.dpu.kernel.now, self.dpu.pipeline.instructions
         stop = config in (COUNT_NOTHING, COUNT_DISABLE_BOTH) or (
             config == COUNT_SAME and c.frozen_cycles is not None

@@ -68,55 +68,32 @@ def _is_letter(c: int) -> bool:
 def encode_printf(fmt: str, args: tuple[Any, ...]) -> bytes:
     """The bytes ``printf(fmt, args...)`` appends to the log (before the cache padding)."""
     f = fmt.encode()
-    out = bytearray()
-    # pass 1: the format section
-    i, text_run = 0, True
+    section = bytearray()  # the format section: "%s" per text run, the specifications
+    values = bytearray()  # then the text runs and the arguments, in order
+    i, in_text, arg = 0, False, 0
     while i < len(f):
         c = f[i]
         if c == 0x25 and i + 1 < len(f) and f[i + 1] != 0x25:  # '%', not '%%'
+            if in_text:
+                values.append(0)
+                in_text = False
+            section.append(0x25)
+            wide = False
             i += 1
-            out.append(0x25)
             while i < len(f):
                 c = f[i]
                 if c == 0x6C:  # 'l'
-                    out.append(c)
-                elif c in (0x4C, 0x7A):  # 'L', 'z' dropped
-                    pass
+                    section.append(c)
+                    wide = True
+                elif c in (0x4C, 0x7A):  # 'L', 'z' dropped ('L' still widens the argument)
+                    wide = wide or c == 0x4C
                 elif c == 0x69:  # 'i' -> 'd'
-                    out.append(0x64)
+                    section.append(0x64)
                     break
                 else:
-                    out.append(c)
+                    section.append(c)
                     if _is_letter(c):
                         break
-                i += 1
-            text_run = True
-        elif c == 0x25 and i + 1 >= len(f):
-            break
-        else:
-            if c == 0x25:
-                i += 1  # '%%' is one plain '%'
-            if text_run:
-                out += b"%s"
-                text_run = False
-        i += 1
-    out.append(0)
-    # pass 2: the arguments
-    i, pending_text, arg = 0, False, 0
-    while i < len(f):
-        c = f[i]
-        if c == 0x25 and i + 1 < len(f) and f[i + 1] != 0x25:
-            i += 1
-            if pending_text:
-                out.append(0)
-                pending_text = False
-            wide = False
-            while i < len(f):
-                c = f[i]
-                if c in (0x6C, 0x4C):
-                    wide = True
-                elif _is_letter(c) and c != 0x7A:
-                    break
                 i += 1
             conv = chr(f[i]) if i < len(f) else ""
             if arg >= len(args):
@@ -125,25 +102,27 @@ def encode_printf(fmt: str, args: tuple[Any, ...]) -> bytes:
             arg += 1
             if conv == "s":
                 data = value if isinstance(value, bytes) else str(value).encode()
-                out += data.split(b"\0", 1)[0] + b"\0"
+                values += data.split(b"\0", 1)[0] + b"\0"
             elif conv == "c":
-                out.append((ord(value) if isinstance(value, str) else int(value)) & 0xFF)
+                values.append((ord(value) if isinstance(value, str) else int(value)) & 0xFF)
             elif conv in "feEgG":
-                out += struct.pack("<d", float(value))
+                values += struct.pack("<d", float(value))
             else:
                 n = 8 if wide else 4
-                out += (int(value) & ((1 << (8 * n)) - 1)).to_bytes(n, "little")
+                values += (int(value) & ((1 << (8 * n)) - 1)).to_bytes(n, "little")
         elif c == 0x25 and i + 1 >= len(f):
             break
         else:
             if c == 0x25:
-                i += 1
-            out.append(c)
-            pending_text = True
+                i += 1  # '%%' is one plain '%'
+            if not in_text:
+                section += b"%s"
+                in_text = True
+            values.append(c)
         i += 1
-    if pending_text:
-        out.append(0)
-    return bytes(out)
+    if in_text:
+        values.append(0)
+    return bytes(section) + b"\0" + bytes(values)
 
 
 class StdioMixin(TaskletBase):

@@ -1,4 +1,4 @@
-"""Semaphores, handshakes, mutex pools and virtual mutexes (spec §5.5).
+"""Mutexes, semaphores, handshakes, mutex pools and virtual mutexes (spec §5.5).
 
 Where each object's state lives follows the runtime: a semaphore's count and a virtual
 mutex's bit array are WRAM data (they persist across boots, like barriers); hardware mutexes
@@ -8,11 +8,16 @@ are atomic bits, released by the bootstrap at every boot.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .. import timing
+from .._core._dpu import DpuFault
 from .._core._kernel import WaitQueue
 from ._base import TaskletBase
 from ._errno import EALREADY
+
+if TYPE_CHECKING:
+    from ._program import MutexDecl
 
 
 def _power_of_two(n: int) -> bool:
@@ -55,6 +60,14 @@ class VMutexDecl:
             raise ValueError("the number of virtual mutexes must be a positive multiple of 8")
 
 
+class _Mutex:
+    __slots__ = ("locked", "queue")
+
+    def __init__(self, label: str) -> None:
+        self.locked = False
+        self.queue = WaitQueue(label)
+
+
 class _Semaphore:
     __slots__ = ("count", "queue")
 
@@ -86,7 +99,46 @@ MRAM_UNALIGNED_VMUTEX = VMutexDecl("__mram_unaligned_access_virtual_locks", 1 <<
 
 
 class SyncMixin(TaskletBase):
-    """Semaphores, handshakes, mutex pools and virtual mutexes for :class:`Tasklet`."""
+    """Mutexes, semaphores, handshakes, mutex pools and virtual mutexes for :class:`Tasklet`."""
+
+    # -- hardware mutexes ---------------------------------------
+    def _hw_mutex(self, name: str) -> _Mutex:
+        mutexes: dict[str, _Mutex] = self.dpu.boot_state.setdefault("mutexes", {})
+        mx = mutexes.get(name)
+        if mx is None:
+            mx = mutexes[name] = _Mutex(f"mutex {name!r}")
+        return mx
+
+    async def _hw_lock(self, name: str) -> None:
+        self._pending += timing.MUTEX_LOCK_INSTRUCTIONS
+        await self.flush()
+        mx = self._hw_mutex(name)
+        while mx.locked:
+            await mx.queue
+        mx.locked = True
+
+    def _hw_unlock(self, name: str) -> None:
+        self._pending += timing.MUTEX_UNLOCK_INSTRUCTIONS
+        mx = self._hw_mutex(name)
+        mx.locked = False
+        mx.queue.wake_one()
+
+    async def mutex_lock(self, m: MutexDecl) -> None:
+        """``mutex_lock``: wait until the atomic bit is free, then take it."""
+        await self._hw_lock(m.name)
+
+    def mutex_trylock(self, m: MutexDecl) -> bool:
+        """``mutex_trylock``."""
+        self._pending += timing.MUTEX_TRYLOCK_INSTRUCTIONS
+        mx = self._hw_mutex(m.name)
+        if mx.locked:
+            return False
+        mx.locked = True
+        return True
+
+    def mutex_unlock(self, m: MutexDecl) -> None:
+        """``mutex_unlock`` (no owner check, as in the SDK)."""
+        self._hw_unlock(m.name)
 
     # -- semaphores ---------------------------------------
     def _semaphore(self, sem: SemaphoreDecl) -> _Semaphore:
@@ -162,31 +214,6 @@ class SyncMixin(TaskletBase):
         self._pending += timing.MUTEX_POOL_INSTRUCTIONS - timing.MUTEX_UNLOCK_INSTRUCTIONS
         self._hw_unlock(self._pool_mutex(pool, ident))
 
-    # -- hardware mutexes by name (shared with Tasklet.mutex_*) --------------------------------
-    async def _hw_lock(self, name: str) -> None:
-        from ._tasklet import _Mutex
-
-        self._pending += timing.MUTEX_LOCK_INSTRUCTIONS
-        await self.flush()
-        mutexes: dict[str, _Mutex] = self.dpu.boot_state.setdefault("mutexes", {})
-        mx = mutexes.get(name)
-        if mx is None:
-            mx = mutexes[name] = _Mutex(f"mutex {name!r}")
-        while mx.locked:
-            await mx.queue
-        mx.locked = True
-
-    def _hw_unlock(self, name: str) -> None:
-        from ._tasklet import _Mutex
-
-        self._pending += timing.MUTEX_UNLOCK_INSTRUCTIONS
-        mutexes: dict[str, _Mutex] = self.dpu.boot_state.setdefault("mutexes", {})
-        mx = mutexes.get(name)
-        if mx is None:
-            mx = mutexes[name] = _Mutex(f"mutex {name!r}")
-        mx.locked = False
-        mx.queue.wake_one()
-
     # -- virtual mutexes ---------------------------------------
     def _vmutex(self, vm: VMutexDecl) -> _VMutex:
         table: dict[str, _VMutex] = self.dpu.persistent.setdefault("vmutexes", {})
@@ -199,8 +226,6 @@ class SyncMixin(TaskletBase):
     def _vmutex_id(vm: VMutexDecl, ident: int) -> int:
         ident &= 0xFFFF
         if ident >= vm.nb_vmutexes:
-            from .._core._dpu import DpuFault
-
             raise DpuFault(
                 f"memory fault: virtual mutex {ident} of {vm.name!r} is past its "
                 f"{vm.nb_vmutexes} bits"
@@ -235,6 +260,6 @@ class SyncMixin(TaskletBase):
             q.wake_all()  # every spinner retries; the first to run takes the bit
 
     def vmutex_is_locked(self, vm: VMutexDecl, ident: int) -> bool:
-        """Whether virtual mutex ``ident`` is taken (its bit in WRAM is set)."""
+        """Whether virtual mutex ``ident`` is taken (its bit is set)."""
         ident = self._vmutex_id(vm, ident)
         return bool(self._vmutex(vm).bits[ident >> 3] & (1 << (ident & 7)))

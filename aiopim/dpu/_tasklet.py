@@ -19,7 +19,7 @@ from ._stdio import StdioMixin, reset_stdio
 
 if TYPE_CHECKING:
     from .._core._dpu import Dpu
-    from ._program import BarrierDecl, MainFn, MutexDecl, Var
+    from ._program import BarrierDecl, MainFn, Var
 
 #: software fault codes of dpufault.h (spec §5.8)
 FAULT_HEAP_FULL = 1
@@ -34,14 +34,6 @@ class _Barrier:
     def __init__(self, count: int, label: str) -> None:
         self.initial = count
         self.count = count
-        self.queue = WaitQueue(label)
-
-
-class _Mutex:
-    __slots__ = ("locked", "queue")
-
-    def __init__(self, label: str) -> None:
-        self.locked = False
         self.queue = WaitQueue(label)
 
 
@@ -228,30 +220,6 @@ class Tasklet(FifoOps, MramMixin, AllocMixin, StdioMixin, PerfcounterMixin):
             return
         b.count -= 1
         await b.queue
-
-    def _mutex(self, m: MutexDecl) -> _Mutex:
-        mutexes: dict[str, _Mutex] = self.dpu.boot_state.setdefault("mutexes", {})
-        mx = mutexes.get(m.name)
-        if mx is None:
-            mx = mutexes[m.name] = _Mutex(f"mutex {m.name!r}")
-        return mx
-
-    async def mutex_lock(self, m: MutexDecl) -> None:
-        """``mutex_lock``: wait until the atomic bit is free, then take it."""
-        await self._hw_lock(m.name)
-
-    def mutex_trylock(self, m: MutexDecl) -> bool:
-        """``mutex_trylock``."""
-        self._pending += timing.MUTEX_TRYLOCK_INSTRUCTIONS
-        mx = self._mutex(m)
-        if mx.locked:
-            return False
-        mx.locked = True
-        return True
-
-    def mutex_unlock(self, m: MutexDecl) -> None:
-        """``mutex_unlock`` (no owner check, as in the SDK)."""
-        self._hw_unlock(m.name)
 
     # -- faults and logs ---------------------------------------
     def fault(self, code: int, reason: str = "software fault") -> None:
