@@ -663,28 +663,29 @@ class ElfProgram(DpuProgram):
         non-allocated sections are not loaded)."""
         return list(self._images)
 
-    def check_fits(self, wram_size: int, nr_threads: int) -> None:
+    def check_fits(self, chip: timing.ChipProfile) -> None:
         """``DPU_ERR_TOO_MANY_TASKLETS``, or ``DPU_ERR_INVALID_{W,M,I}RAM_ACCESS`` when the
         sections do not fit the DPU's memories."""
-        if self._nr_tasklets > nr_threads:
+        if self._nr_tasklets > chip.nr_threads:
             raise DpuError(
                 E.DPU_ERR_TOO_MANY_TASKLETS,
-                f"{self.name!r} has NR_TASKLETS={self._nr_tasklets}; the DPU has {nr_threads} "
-                "hardware threads",
+                f"{self.name!r} has NR_TASKLETS={self._nr_tasklets}; the DPU has "
+                f"{chip.nr_threads} hardware threads",
             )
         wram_need = max(self.wram_end, self.heap_start)
-        if wram_need > wram_size:
+        if wram_need > chip.wram_size:
             raise DpuError(
                 E.DPU_ERR_INVALID_WRAM_ACCESS,
                 f"{self.name!r} needs {wram_need} bytes of WRAM (its WRAM sections end at "
-                f"{self.wram_end:#x}, heap at {self.heap_start:#x}) but the DPU has {wram_size}",
+                f"{self.wram_end:#x}, heap at {self.heap_start:#x}) but the DPU has "
+                f"{chip.wram_size}",
             )
         if self.mram_end > MRAM_SIZE:
             raise DpuError(
                 E.DPU_ERR_INVALID_MRAM_ACCESS,
                 f"{self.name!r} has MRAM sections up to offset {self.mram_end:#x}; MRAM is 64 MiB",
             )
-        iram = _iram_bytes(wram_size, nr_threads, self._chip)
+        iram = chip.iram_instructions * 8
         if self.iram_end > iram:
             raise DpuError(
                 E.DPU_ERR_INVALID_IRAM_ACCESS,
@@ -764,15 +765,6 @@ class ElfProgram(DpuProgram):
         """Host-visible symbols as ``(name, space, address, size)`` rows, by address."""
         rows = [SymbolRow(s.name, s.space, s.address, s.size) for s in self._symbols.values()]
         return sorted(rows, key=lambda r: (r.address, r.name))
-
-
-def _iram_bytes(wram_size: int, nr_threads: int, chip: str | None) -> int:
-    for c in timing.CHIPS.values():
-        if c.wram_size == wram_size and c.nr_threads == nr_threads:
-            return c.iram_instructions * 8
-    if chip in timing.CHIPS:
-        return timing.CHIPS[chip].iram_instructions * 8
-    return max(c.iram_instructions for c in timing.CHIPS.values()) * 8
 
 
 def load_elf(

@@ -333,34 +333,34 @@ def test_heap_start_from_reset_symbol_or_end_of_wram() -> None:
 def test_too_many_tasklets() -> None:
     prog = load_elf(sample(nr_tasklets=20))
     with pytest.raises(DpuError) as info:
-        prog.check_fits(V1B.wram_size, V1B.nr_threads)
+        prog.check_fits(V1B)
     assert info.value.code is E.DPU_ERR_TOO_MANY_TASKLETS
-    prog.check_fits(V1A.wram_size, V1A.nr_threads)
+    prog.check_fits(V1A)
 
 
 def test_wram_budget() -> None:
     prog = load_elf(sample(wram_vars={"big": bytes(64000)}))
     with pytest.raises(DpuError) as info:
-        prog.check_fits(V1B.wram_size, V1B.nr_threads)
+        prog.check_fits(V1B)
     assert info.value.code is E.DPU_ERR_INVALID_WRAM_ACCESS
     assert "WRAM" in info.value.detail and str(V1B.wram_size) in info.value.detail
-    load_elf(SAMPLE).check_fits(V1B.wram_size, V1B.nr_threads)
+    load_elf(SAMPLE).check_fits(V1B)
 
 
 def test_mram_and_iram_budgets() -> None:
     w = minimal()
     w.nobits(".mram.noinit", MRAM_BASE, 65 * MIB)
     with pytest.raises(DpuError) as info:
-        load_elf(w.to_bytes()).check_fits(V1A.wram_size, V1A.nr_threads)
+        load_elf(w.to_bytes()).check_fits(V1A)
     assert info.value.code is E.DPU_ERR_INVALID_MRAM_ACCESS
 
     w = ElfWriter()
     w.progbits(".text", IRAM_BASE, bytes(V1B.iram_instructions * 8 + 8), SHF_ALLOC | SHF_EXECINSTR)
     prog = load_elf(w.to_bytes())
     with pytest.raises(DpuError) as info:
-        prog.check_fits(V1B.wram_size, V1B.nr_threads)
+        prog.check_fits(V1B)
     assert info.value.code is E.DPU_ERR_INVALID_IRAM_ACCESS
-    prog.check_fits(V1A.wram_size, V1A.nr_threads)  # v1A has 4096 instructions
+    prog.check_fits(V1A)  # v1A has 4096 instructions
 
 
 # ================================================================================================
@@ -522,7 +522,7 @@ def check_outcome(data: bytes) -> None:
         format_symbols(prog)
         for chip in (V1A, V1B):
             try:
-                prog.check_fits(chip.wram_size, chip.nr_threads)
+                prog.check_fits(chip)
             except DpuError as err:
                 assert err.code in FIT_CODES, err
             else:  # what passes check_fits can really be written into a DPU

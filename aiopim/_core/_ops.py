@@ -206,14 +206,7 @@ async def load(dset: DpuSetBase, program: DpuProgram) -> DpuProgram:
             f"{program.name!r} was built for {program.chip} but the machine is {chip.name} "
             f"(use the profile chip={program.chip})",
         )
-    program.check_fits(chip.wram_size, chip.nr_threads)
-    if program.atomic_bits() > chip.user_atomic_bits:
-        raise DpuError(
-            E.DPU_ERR_ELF_INVALID_FILE,
-            f"{program.name!r} needs {program.atomic_bits()} atomic bits (mutexes, barrier and "
-            f"semaphore locks, printf) but {chip.name} programs have {chip.user_atomic_bits}; "
-            "it would not link",
-        )
+    program.check_fits(chip)
     images = program.images()
     size = sum(len(im.data) for im in images)
 

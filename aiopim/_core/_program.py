@@ -14,6 +14,7 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ..timing import ChipProfile
     from ._dpu import Dpu
 
 IRAM_BIT = 0x80000000
@@ -106,12 +107,8 @@ class DpuProgram(ABC):
     def images(self) -> list[MemoryImage]:
         """Memory images written into every DPU at load."""
 
-    def check_fits(self, wram_size: int, nr_threads: int) -> None:  # noqa: B027
-        """Raise :class:`DpuError` if the program cannot run on this hardware."""
-
-    def atomic_bits(self) -> int:
-        """Atomic bits the program's mutexes and locks take (0 when unknown)."""
-        return 0
+    def check_fits(self, chip: ChipProfile) -> None:  # noqa: B027
+        """Raise :class:`DpuError` if the program cannot run on ``chip``."""
 
     @abstractmethod
     def boot(self, dpu: Dpu) -> None:

@@ -32,11 +32,10 @@ from .._core._wramfifo import (
     struct_size,
     write_u64,
 )
+from ._base import TaskletBase
 
 if TYPE_CHECKING:
-    from .._core._dpu import Dpu
     from ._program import BarrierDecl, MutexDecl, Var
-    from ._tasklet import TaskletProgram
 
 
 def check_fifo_geometry(name: str, ptr_size: int, data_size: int) -> None:
@@ -93,17 +92,11 @@ ReduceFn = Callable[[Any, np.ndarray, np.ndarray], Awaitable[None]]
 ProcessEachFn = Callable[[Any, np.ndarray, np.ndarray], Awaitable[None]]
 
 
-class FifoOps:
+class FifoOps(TaskletBase):
     """The ``wramfifo.h`` functions, mixed into :class:`~aiopim.dpu.Tasklet`."""
 
     if TYPE_CHECKING:  # provided by Tasklet
-        dpu: Dpu
-        wram: np.ndarray
-        program: TaskletProgram
-        _pending: int
 
-        def me(self) -> int: ...
-        async def flush(self) -> None: ...
         async def barrier_wait(self, barrier: BarrierDecl) -> None: ...
         async def mutex_lock(self, m: MutexDecl) -> None: ...
         def mutex_unlock(self, m: MutexDecl) -> None: ...
@@ -170,7 +163,7 @@ class FifoOps:
     def tmp_data(self, fifo: FifoDecl) -> np.ndarray:
         """This tasklet's scratch element of ``fifo`` (``tmp_data + me() * data_size``)."""
         base = read_u32(self.wram, self._address(fifo.struct) + TMP_DATA_PTR)
-        start = base + self.me() * fifo.data_size
+        start = base + self._id * fifo.data_size
         return self.wram[start : start + fifo.data_size]
 
     # -- polling -----------------------------------------------------------------------------------
@@ -257,7 +250,7 @@ class FifoOps:
             head = self.input_fifo_peek(fin)
             await process(self, head)
             await self.barrier_wait(barrier)
-            if self.me() == 0:
+            if self._id == 0:
                 out = self.tmp_data(fout)
                 await reduce(self, head, out)
                 self.output_fifo_push(fout, out)

@@ -13,10 +13,12 @@ from .._core._errors import DpuError, DpuErrorCode
 from .._core._program import (
     DPU_MRAM_HEAP_POINTER_NAME,
     MRAM_BIT,
+    MRAM_SIZE,
     DpuProgram,
     MemoryImage,
     MemorySpace,
     Symbol,
+    mram_heap_pointer_symbol,
 )
 from .._core._wramfifo import struct_size
 from ._fifo import FifoDecl, check_fifo_geometry
@@ -31,11 +33,11 @@ from ._sync import MutexPoolDecl, SemaphoreDecl, VMutexDecl
 
 if TYPE_CHECKING:
     from .._core._dpu import Dpu
+    from ..timing import ChipProfile
     from ._tasklet import Tasklet
 
 MainFn = Callable[["Tasklet"], Awaitable[None]]
 DEFAULT_STACK_SIZE = 1024
-MRAM_SIZE = 64 << 20
 
 
 def _align(x: int, a: int) -> int:
@@ -291,9 +293,7 @@ class Program(DpuProgram):
                     STDOUT_BUFFER, layout[STDOUT_BUFFER], self.stdout_buffer_size
                 )
             heap = layout[DPU_MRAM_HEAP_POINTER_NAME]
-            syms[DPU_MRAM_HEAP_POINTER_NAME] = Symbol(
-                DPU_MRAM_HEAP_POINTER_NAME, heap, MRAM_SIZE - (heap & ~MRAM_BIT)
-            )
+            syms[DPU_MRAM_HEAP_POINTER_NAME] = mram_heap_pointer_symbol(heap)
             self._symbols = syms
         return self._symbols
 
@@ -321,15 +321,24 @@ class Program(DpuProgram):
         return images
 
     def atomic_bits(self) -> int:
+        """Atomic bits the program's mutexes and locks take."""
         return self._atomic_bits + (1 if self.stdio else 0)  # printf's lock
 
-    def check_fits(self, wram_size: int, nr_threads: int) -> None:
+    def check_fits(self, chip: ChipProfile) -> None:
         self._lay_out()
-        if self.heap_start > wram_size:
+        if self.heap_start > chip.wram_size:
             raise DpuError(
                 DpuErrorCode.DPU_ERR_INVALID_WRAM_ACCESS,
                 f"{self.name!r} needs {self.heap_start} bytes of WRAM before its heap "
-                f"(variables, {self._nr_tasklets} stacks, cache) but the DPU has {wram_size}",
+                f"(variables, {self._nr_tasklets} stacks, cache) but the DPU has "
+                f"{chip.wram_size}",
+            )
+        if self.atomic_bits() > chip.user_atomic_bits:
+            raise DpuError(
+                DpuErrorCode.DPU_ERR_ELF_INVALID_FILE,
+                f"{self.name!r} needs {self.atomic_bits()} atomic bits (mutexes, barrier and "
+                f"semaphore locks, printf) but {chip.name} programs have "
+                f"{chip.user_atomic_bits}; it would not link",
             )
 
     def boot(self, dpu: Dpu) -> None:
