@@ -7,11 +7,11 @@ from typing import Any
 import numpy as np
 
 from .. import timing
-from .._core import _fifo, _ops
+from .._core import _fifo
 from .._core._fifo import FifoLink
 from ..dpu import FifoDecl, Program, Tasklet
 from ..host import DpuSet
-from ._actions import TARGET, _target_check
+from ._actions import FIFO_XFER_FLAGS, TARGET, _target_check, flags_of
 from ._kernels import base_program
 from ._replay import ReplayContext
 from ._spec import (
@@ -109,9 +109,7 @@ async def _fifo_push(ctx: ReplayContext, step: Step) -> None:
                     _fifo.fifo_prepare_xfer(one, link, buf if i in chosen else None)
     except ValueError as exc:
         raise ctx.error(step, str(exc)) from None
-    flags = (_ops.DPU_XFER_ASYNC if p["async"] else 0) | (
-        _ops.DPU_XFER_NO_RESET if p["no_reset"] else 0
-    )
+    flags = flags_of(p, FIFO_XFER_FLAGS)
     await _fifo.fifo_push_xfer(dset, link, flags)
 
 
@@ -129,9 +127,7 @@ async def _fifo_drain(ctx: ReplayContext, step: Step) -> None:
             _fifo.fifo_prepare_xfer(one, link, ring)
         else:
             _fifo.fifo_prepare_xfer(one, link, None)
-    flags = (_ops.DPU_XFER_ASYNC if p["async"] else 0) | (
-        _ops.DPU_XFER_NO_RESET if p["no_reset"] else 0
-    )
+    flags = flags_of(p, FIFO_XFER_FLAGS)
     await _fifo.fifo_push_xfer(dset, link, flags)
     into = p["into"]
     if into is None:

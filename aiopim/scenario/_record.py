@@ -42,13 +42,13 @@ from .._core._program import (
 from .._core._recorder import host_task_label
 from .._core._set import DpuSetBase
 from ..trace import Timeline, chrome_trace
+from ._actions import CALLBACK_FLAGS, FIFO_XFER_FLAGS, XFER_FLAGS
 from ._replay import outside_event_loop
 
 _in_op: contextvars.ContextVar[bool] = contextvars.ContextVar("aiopim_rec_in_op", default=False)
 _in_callback: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "aiopim_rec_in_callback", default=False
 )
-_XFER_BITS = _ops.DPU_XFER_ASYNC | _ops.DPU_XFER_PARALLEL | _ops.DPU_XFER_NO_RESET
 
 
 class RecordingError(ValueError):
@@ -173,14 +173,7 @@ class OpRecorder:
                 step["offset"] = offset
         elif op == "callback":
             _, fn, cb_args, flags = args
-            for bit, key in (
-                (_ops.DPU_CALLBACK_ASYNC, "async"),
-                (_ops.DPU_CALLBACK_NONBLOCKING, "nonblocking"),
-                (_ops.DPU_CALLBACK_SINGLE_CALL, "single_call"),
-                (_ops.DPU_CALLBACK_PARALLEL, "parallel"),
-            ):
-                if flags & bit:
-                    step[key] = True
+            _flag_keys(step, flags, CALLBACK_FLAGS)
             times: list[int] = []
             results: list[int] = []
             step["_times"], step["_results"] = times, results
@@ -226,12 +219,8 @@ class OpRecorder:
             step["op"] = "fifo_drain"
         if len(has) != len(members) and not (step["op"] == "fifo_push" and "value" in step):
             step["dpus"] = has
-        if flags & ~(_ops.DPU_XFER_ASYNC | _ops.DPU_XFER_NO_RESET):
+        if not _flag_keys(step, flags, FIFO_XFER_FLAGS):
             self.problems.append(f"FIFO transfer flags {flags:#x} have unknown bits")
-        if flags & _ops.DPU_XFER_ASYNC:
-            step["async"] = True
-        if flags & _ops.DPU_XFER_NO_RESET:
-            step["no_reset"] = True
 
     def _link_name(self, link: _fifo.FifoLink) -> str | None:
         """The scenario name of ``link``; writes its ``fifo_link`` step on first use."""
@@ -297,15 +286,8 @@ class OpRecorder:
         step["bytes"] = length
         if offset:
             step["offset"] = offset
-        if flags & ~_XFER_BITS:
+        if not _flag_keys(step, flags, XFER_FLAGS):
             self.problems.append(f"transfer flags {flags:#x} have unknown bits")
-        for bit, key in (
-            (_ops.DPU_XFER_ASYNC, "async"),
-            (_ops.DPU_XFER_PARALLEL, "parallel"),
-            (_ops.DPU_XFER_NO_RESET, "no_reset"),
-        ):
-            if flags & bit:
-                step[key] = True
 
     def _wrap_callback(
         self, fn: Callable[..., Any], times: list[int], results: list[int]
@@ -556,6 +538,16 @@ def _words(link: _fifo.FifoLink, buf: Any) -> int | list[int]:
     if not any(words[1:]):
         return words[0]
     return words
+
+
+def _flag_keys(step: dict[str, Any], flags: int, table: tuple[tuple[str, int], ...]) -> bool:
+    """Set the step keys of the bits of ``flags``; False if ``flags`` has other bits."""
+    known = 0
+    for key, bit in table:
+        known |= bit
+        if flags & bit:
+            step[key] = True
+    return not flags & ~known
 
 
 def _dpu_order(name: str) -> tuple[int, ...]:
