@@ -41,6 +41,13 @@ from .._core._program import (
 )
 from .._core._recorder import host_task_label
 from .._core._set import DpuSetBase
+from ..dpu._fifo import (
+    DATA_SIZE,
+    INPUT_FIFO_STRUCT_SIZE,
+    OUTPUT_FIFO_STRUCT_SIZE,
+    PTR_SIZE,
+    check_fifo_geometry,
+)
 from ..trace import Timeline, chrome_trace
 from ._actions import CALLBACK_FLAGS, FIFO_XFER_FLAGS, XFER_FLAGS
 from ._replay import outside_event_loop
@@ -74,23 +81,14 @@ class OpRecorder:
         self._task = 0
 
     # -- OpLog ---------------------------------------
-    def run(
-        self,
-        op: str,
-        fn: Callable[..., Awaitable[Any]],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Awaitable[Any]:
-        """Run the operation, writing it down unless it is nested in another one."""
-        return self._run(op, fn, args, kwargs)
-
-    async def _run(
+    async def run(
         self,
         op: str,
         fn: Callable[..., Awaitable[Any]],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
+        """Run the operation, writing it down unless it is nested in another one."""
         if _in_op.get():  # e.g. the sync inside dpu_status
             return await fn(*args, **kwargs)
         if _in_callback.get():
@@ -502,7 +500,7 @@ class OpRecorder:
 
 
 def _fifo_decls(prog: DpuProgram) -> dict[str, dict[str, Any]]:
-    """The WRAM FIFOs of ``prog``: host struct ``X`` (32 or 40 bytes) next to ``__X_data``."""
+    """The WRAM FIFOs of ``prog``: host struct ``X`` (input or output size) next to ``__X_data``."""
     syms = prog.symbols()
     images: dict[int, MemoryImage] = {im.address: im for im in prog.images()}
     out: dict[str, dict[str, Any]] = {}
@@ -512,18 +510,20 @@ def _fifo_decls(prog: DpuProgram) -> dict[str, dict[str, Any]]:
         if (
             data is None
             or sym.space is not MemorySpace.WRAM
-            or sym.size not in (32, 40)
+            or sym.size not in (INPUT_FIFO_STRUCT_SIZE, OUTPUT_FIFO_STRUCT_SIZE)
             or im is None
             or len(im.data) != sym.size
         ):
             continue
         raw = np.frombuffer(im.data, dtype=np.uint8)
-        ptr_size = int(raw[24:28].view(np.uint32)[0])
-        data_size = int(raw[28:32].view(np.uint32)[0])
-        if not 1 <= ptr_size <= 10 or data_size <= 0 or data_size % 8:
+        ptr_size = int(raw[PTR_SIZE : PTR_SIZE + 4].view(np.uint32)[0])
+        data_size = int(raw[DATA_SIZE : DATA_SIZE + 4].view(np.uint32)[0])
+        try:
+            check_fifo_geometry(sym.name, ptr_size, data_size)
+        except ValueError:
             continue
         out[sym.name] = {
-            "direction": "output" if sym.size == 40 else "input",
+            "direction": "output" if sym.size == OUTPUT_FIFO_STRUCT_SIZE else "input",
             "ptr_size": ptr_size,
             "data_size": data_size,
             "size": sym.size,
