@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._core._errors import PARALLEL_JOB_TYPES, JobType
-from .._core._recorder import Recorder
+from .._core._recorder import _DECODERS, Recorder
 
 if TYPE_CHECKING:
     from .._core._emulator import Emulator
@@ -61,6 +61,12 @@ def rank_pid(rank: int) -> int:
 def process_name(pid: int) -> str:
     """``host`` or ``rank N``."""
     return "host" if pid == HOST_PID else f"rank {pid - 1}"
+
+
+def dpu_name(rank: int, dpu: int) -> str:
+    """``rank.ci.member`` of DPU ``dpu`` of rank ``rank``, as the SDK prints it."""
+    ci, member = divmod(dpu, 8)
+    return f"{rank}.{ci}.{member}"
 
 
 @dataclass(frozen=True)
@@ -272,10 +278,8 @@ def register_event_kind(kind: str, renderer: EventRenderer) -> None:
     _RENDERERS[kind] = renderer
 
 
-_BUILTIN_KINDS = frozenset(
-    {"job_submit", "job_start", "job_end", "job_flush", "dpu_run", "host_wait", "callback"}
-    | {"host_work", "counter"}
-)
+#: the recorder's own kinds, which the timeline draws itself
+_BUILTIN_KINDS = frozenset(_DECODERS)
 
 
 def _freeze(args: dict[str, Any] | None) -> tuple[tuple[str, Any], ...]:
@@ -430,7 +434,6 @@ def _dpu_slices(tl: Timeline) -> None:
     by_rank: dict[int, list[DpuRun]] = {}
     for r in tl.dpu_runs:
         by_rank.setdefault(r.rank, []).append(r)
-        nr_ci, member = divmod(r.dpu, 8)
         args: dict[str, Any] = {"program": r.program}
         if r.running:
             args["still_running"] = True
@@ -441,7 +444,7 @@ def _dpu_slices(tl: Timeline) -> None:
         tl.slices.append(
             Slice(
                 rank_pid(r.rank),
-                f"DPU {r.rank}.{nr_ci}.{member}",
+                f"DPU {dpu_name(r.rank, r.dpu)}",
                 TRACK_DPU + r.dpu,
                 r.program or "run",
                 cat,
