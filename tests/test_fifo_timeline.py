@@ -449,26 +449,21 @@ def test_record_keysum_example_round_trip(backend: str) -> None:
     assert retries  # the recording reproduced the back-pressure the DPUs put on the host
 
 
-def test_record_refuses_dpus_left_running() -> None:
-    async def leave() -> None:
-        dpus = await DpuSet.alloc(nr_ranks=1)
-        await dpus.load(echo_program())
-        await dpus.launch(wait=False)
-        await dpus.copy_to("active", np.ones(1, np.uint64), parallel=True)  # after the boot
+async def leave_dpus_running() -> None:
+    dpus = await DpuSet.alloc(nr_ranks=1)
+    await dpus.load(echo_program())
+    await dpus.launch(wait=False)
+    await dpus.copy_to("active", np.ones(1, np.uint64), parallel=True)  # after the boot
 
+
+def test_record_refuses_dpus_left_running() -> None:
     with pytest.raises(RecordingError, match="still running at the end"):
-        record(leave, machine=aiopim.MachineConfig(1, 2))
+        record(leave_dpus_running, machine=aiopim.MachineConfig(1, 2))
 
 
 def test_timeline_of_dpus_left_running() -> None:
-    async def leave() -> None:
-        dpus = await DpuSet.alloc(nr_ranks=1)
-        await dpus.load(echo_program())
-        await dpus.launch(wait=False)
-        await dpus.copy_to("active", np.ones(1, np.uint64), parallel=True)  # after the boot
-
     emu = aiopim.Emulator(aiopim.MachineConfig(1, 2))
-    emu.run(leave)
+    emu.run(leave_dpus_running)
     tl = Timeline.from_emulator(emu)
     assert [(r.dpu, r.end, r.running) for r in tl.dpu_runs] == [
         (0, emu.now_ps, True),

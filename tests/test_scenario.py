@@ -394,9 +394,7 @@ def test_concurrent_tasks_signal_and_wait(backend: str) -> None:
     r = replay(parse_scenario(textwrap.dedent(text)), backend=backend)
     tl = r.timeline
     loaded = timing.load_time_ps(4)
-    launches = [(j.rank, j.start) for j in tl.jobs if j.type.name == "LAUNCH_DPU"] or [
-        (j.rank, j.start) for j in tl.jobs if j.type.name == "LAUNCH_RANK"
-    ]
+    launches = [(j.rank, j.start) for j in tl.jobs if j.type.name == "LAUNCH_RANK"]
     assert launches == [(0, loaded), (1, loaded + 3_000_000)]
     work = [(s.track, s.name, s.start, s.end) for s in tl.slices if s.cat == "host_work"]
     assert work == [("worker", "think", loaded, loaded + 3_000_000)]
