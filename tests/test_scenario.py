@@ -363,6 +363,16 @@ def test_expected_errors() -> None:
     assert r.error.code == aiopim.DpuErrorCode.DPU_ERR_INVALID_PARALLEL_MEMORY_TRANSFER
 
 
+def test_dpus_out_of_range_names_the_step() -> None:
+    text = MINIMAL.replace(
+        '{ op = "launch" }', '{ op = "copy_to", symbol = "box", bytes = 16, dpus = [0, 5] }'
+    )
+    with pytest.raises(ScenarioError) as info:
+        replay(parse_scenario(text, "r.toml"))
+    assert (info.value.line, info.value.key) == (19, "tasks[0].steps[2] (copy_to)")
+    assert info.value.message == "dpus [5] out of range: the target has 2 DPUs"
+
+
 def test_concurrent_tasks_signal_and_wait(backend: str) -> None:
     text = """\
     [scenario]

@@ -76,17 +76,21 @@ def fill_buffer(nbytes: int, fill: Any) -> np.ndarray:
     return out
 
 
+def chosen_dpus(ctx: ReplayContext, step: Step, n: int) -> set[int]:
+    """Indices the step's ``dpus`` key picks among the ``n`` DPUs of its target (default all)."""
+    chosen = step.params.get("dpus")
+    if chosen is None:
+        return set(range(n))
+    bad = [i for i in chosen if not 0 <= i < n]
+    if bad:
+        raise ctx.error(step, f"dpus {bad} out of range: the target has {n} DPUs")
+    return set(chosen)
+
+
 def _prepare(ctx: ReplayContext, step: Step, dset: DpuSet, bufs: list[Any]) -> None:
     """Give each DPU of the set its buffer (None clears, like a DPU the host skipped)."""
-    chosen = step.params["dpus"]
     members = list(dset.iter_dpus())
-    if chosen is not None:
-        bad = [i for i in chosen if not 0 <= i < len(members)]
-        if bad:
-            raise ctx.error(step, f"dpus {bad} out of range: the set has {len(members)} DPUs")
-        picked = set(chosen)
-    else:
-        picked = set(range(len(members)))
+    picked = chosen_dpus(ctx, step, len(members))
     for i, (one, buf) in enumerate(zip(members, bufs, strict=True)):
         _ops.prepare_xfer(one, buf if i in picked else None)
 
