@@ -67,7 +67,6 @@ class OpRecorder:
 
     def __init__(self, emulator: Emulator) -> None:
         self.emulator = emulator
-        self.machine = emulator.config
         #: per host task: its label and steps (dicts with the scenario keys, plus "_end")
         self.tasks: list[tuple[str, list[dict[str, Any]]]] = []
         self._task_ids: dict[int, int] = {}
@@ -334,7 +333,7 @@ class OpRecorder:
                 "this run cannot be turned into a scenario: "
                 + "; ".join(sorted(set(self.problems)))
             )
-        cfg = self.machine
+        cfg = self.emulator.config
         out = [
             "# Recorded by aiopim: replay with `aiopim replay THIS_FILE`.",
             "[scenario]",
