@@ -576,37 +576,6 @@ def test_record_refuses_what_it_cannot_replay() -> None:
 # ================================================================================================
 # command line
 # ================================================================================================
-def test_cli_replay_writes_trace_gantt_summary(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    pytest.importorskip("matplotlib", reason="matplotlib (extra 'plot') is not installed")
-    path = ROOT / "scenarios" / "async_vs_parallel_parallel.toml"
-    outs = []
-    for b in ("asyncio", "trio"):
-        trace, png = tmp_path / f"{b}.json", tmp_path / f"{b}.png"
-        rc = cli_main(
-            [
-                "replay",
-                str(path),
-                "--backend",
-                b,
-                "--trace",
-                str(trace),
-                "--gantt",
-                str(png),
-                "--summary",
-                "--no-progress",
-            ]
-        )
-        assert rc == 0
-        outs.append(trace.read_bytes())
-        assert png.read_bytes()[:4] == b"\x89PNG"
-    assert outs[0] == outs[1] == (GOLDEN / f"{path.stem}.json").read_bytes()
-    out = capsys.readouterr().out
-    assert "async-vs-parallel: parallel: replayed on asyncio, virtual time" in out
-    assert "critical path:" in out and "overlap: transfers ran" in out
-
-
 @pytest.mark.parametrize("backend_name", ["asyncio", "trio"])
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
 def test_cli_replays_every_shipped_scenario(
@@ -620,8 +589,8 @@ def test_cli_replays_every_shipped_scenario(
     assert trace.read_bytes() == (GOLDEN / f"{path.stem}.json").read_bytes()
     assert png.read_bytes()[:4] == b"\x89PNG"
     out = capsys.readouterr().out
-    assert f"replayed on {backend_name}, virtual time" in out
-    assert "critical path:" in out
+    assert f"{load_scenario(path).name}: replayed on {backend_name}, virtual time" in out
+    assert "critical path:" in out and "overlap: transfers ran" in out
     assert ("WRAM FIFOs:" in out) == ("fifo" in path.stem)
 
 
