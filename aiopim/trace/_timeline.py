@@ -381,9 +381,9 @@ def _build(
                 rank = f.get("rank")
                 pid = rank_pid(rank) if isinstance(rank, int) else HOST_PID
                 tl.add_instant(pid, kind, kind, kind, t, args=f)
+    end = max(end_ps or 0, last)
     for rank, dpu, boot, program in running:
         ranks.add(rank)
-        end = max(end_ps or 0, last)
         tl.dpu_runs.append(DpuRun(rank, dpu, boot, end, program, None, running=True))
     for (rank, seq), row in rows.items():
         tl.jobs.append(
@@ -405,8 +405,7 @@ def _build(
     _job_slices(tl)
     _dpu_slices(tl)
     _host_slices(tl)
-    ends = [s.end for s in tl.slices] + [last]
-    tl.end_ps = max([*ends, end_ps or 0])
+    tl.end_ps = max([end, *(s.end for s in tl.slices)])
     return tl
 
 
