@@ -453,10 +453,17 @@ def _dpu_slices(tl: Timeline) -> None:
             )
         )
     for rank, runs in by_rank.items():
-        for s, e in merge((r.start, r.end) for r in runs):
-            inside = [r for r in runs if s <= r.start and r.end <= e]
-            faults = sum(1 for r in inside if r.fault is not None)
-            args = {"dpu_runs": len(inside)}
+        spans = merge((r.start, r.end) for r in runs)
+        # runs are sorted by start and the merged spans are disjoint: one pass counts each span's
+        counts = [[0, 0] for _ in spans]  # runs, faults
+        i = 0
+        for r in runs:
+            while spans[i][1] < r.start:
+                i += 1
+            counts[i][0] += 1
+            counts[i][1] += r.fault is not None
+        for (s, e), (n, faults) in zip(spans, counts, strict=True):
+            args = {"dpu_runs": n}
             if faults:
                 args["faults"] = faults
             tl.slices.append(
