@@ -13,10 +13,19 @@ from helpers import V1B_CYCLE_PS
 
 import aiopim
 from aiopim import timing
+from aiopim._core._program import DpuProgram
 from aiopim.host import DpuSet
-from aiopim.scenario import ScenarioError, load_scenario, parse_scenario, record, replay
+from aiopim.scenario import (
+    KERNELS,
+    ProgramSpec,
+    ScenarioError,
+    load_scenario,
+    parse_scenario,
+    record,
+    replay,
+)
 from aiopim.scenario._record import RecordingError
-from aiopim.trace import Timeline, fill_counter, summarize
+from aiopim.trace import Timeline, chrome_trace, fill_counter, summarize
 from aiopim.trace._gantt import _lanes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,6 +133,26 @@ def test_keysum_scenario_checks_every_pair() -> None:
         assert j.start == p.start and p.end == j.end
     run = tl.rank_dpu_spans(0)[0]
     assert all(run[0] <= p.start and p.end <= run[1] for p in pushes)
+
+
+@pytest.mark.parametrize("mode", ["all", "each"])
+def test_keysum_kernel_is_the_example_program(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scenario kernel repeats the example's DPU program: the same host gives the same trace."""
+    kind = KERNELS["keysum"]
+
+    def scenario_program(nr_tasklets: int, mode: str) -> DpuProgram:
+        params = {key: p.default for key, p in kind.params.items()} | {"mode": mode}
+        spec = ProgramSpec("wram_fifo_example", "keysum", nr_tasklets, {}, params, None, "")
+        return kind.build(spec)
+
+    traces = []
+    for build in (keysum.build_program, scenario_program):
+        monkeypatch.setattr(keysum, "build_program", build)
+        emu = aiopim.Emulator(aiopim.MachineConfig(1, 2))
+        result = emu.run(keysum.host, 1, 0, 4, mode, 0)
+        assert result["complete"] and not result["wrong"]
+        traces.append(chrome_trace(Timeline.from_emulator(emu)))
+    assert traces[0] == traces[1]
 
 
 def test_keysum_breaking_the_expectation_names_the_check(tmp_path: Path) -> None:
@@ -449,26 +478,21 @@ def test_record_keysum_example_round_trip(backend: str) -> None:
     assert retries  # the recording reproduced the back-pressure the DPUs put on the host
 
 
-def test_record_refuses_dpus_left_running() -> None:
-    async def leave() -> None:
-        dpus = await DpuSet.alloc(nr_ranks=1)
-        await dpus.load(echo_program())
-        await dpus.launch(wait=False)
-        await dpus.copy_to("active", np.ones(1, np.uint64), parallel=True)  # after the boot
+async def leave_dpus_running() -> None:
+    dpus = await DpuSet.alloc(nr_ranks=1)
+    await dpus.load(echo_program())
+    await dpus.launch(wait=False)
+    await dpus.copy_to("active", np.ones(1, np.uint64), parallel=True)  # after the boot
 
+
+def test_record_refuses_dpus_left_running() -> None:
     with pytest.raises(RecordingError, match="still running at the end"):
-        record(leave, machine=aiopim.MachineConfig(1, 2))
+        record(leave_dpus_running, machine=aiopim.MachineConfig(1, 2))
 
 
 def test_timeline_of_dpus_left_running() -> None:
-    async def leave() -> None:
-        dpus = await DpuSet.alloc(nr_ranks=1)
-        await dpus.load(echo_program())
-        await dpus.launch(wait=False)
-        await dpus.copy_to("active", np.ones(1, np.uint64), parallel=True)  # after the boot
-
     emu = aiopim.Emulator(aiopim.MachineConfig(1, 2))
-    emu.run(leave)
+    emu.run(leave_dpus_running)
     tl = Timeline.from_emulator(emu)
     assert [(r.dpu, r.end, r.running) for r in tl.dpu_runs] == [
         (0, emu.now_ps, True),

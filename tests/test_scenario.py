@@ -363,6 +363,16 @@ def test_expected_errors() -> None:
     assert r.error.code == aiopim.DpuErrorCode.DPU_ERR_INVALID_PARALLEL_MEMORY_TRANSFER
 
 
+def test_dpus_out_of_range_names_the_step() -> None:
+    text = MINIMAL.replace(
+        '{ op = "launch" }', '{ op = "copy_to", symbol = "box", bytes = 16, dpus = [0, 5] }'
+    )
+    with pytest.raises(ScenarioError) as info:
+        replay(parse_scenario(text, "r.toml"))
+    assert (info.value.line, info.value.key) == (19, "tasks[0].steps[2] (copy_to)")
+    assert info.value.message == "dpus [5] out of range: the target has 2 DPUs"
+
+
 def test_concurrent_tasks_signal_and_wait(backend: str) -> None:
     text = """\
     [scenario]
@@ -394,9 +404,7 @@ def test_concurrent_tasks_signal_and_wait(backend: str) -> None:
     r = replay(parse_scenario(textwrap.dedent(text)), backend=backend)
     tl = r.timeline
     loaded = timing.load_time_ps(4)
-    launches = [(j.rank, j.start) for j in tl.jobs if j.type.name == "LAUNCH_DPU"] or [
-        (j.rank, j.start) for j in tl.jobs if j.type.name == "LAUNCH_RANK"
-    ]
+    launches = [(j.rank, j.start) for j in tl.jobs if j.type.name == "LAUNCH_RANK"]
     assert launches == [(0, loaded), (1, loaded + 3_000_000)]
     work = [(s.track, s.name, s.start, s.end) for s in tl.slices if s.cat == "host_work"]
     assert work == [("worker", "think", loaded, loaded + 3_000_000)]
@@ -568,37 +576,6 @@ def test_record_refuses_what_it_cannot_replay() -> None:
 # ================================================================================================
 # command line
 # ================================================================================================
-def test_cli_replay_writes_trace_gantt_summary(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    pytest.importorskip("matplotlib", reason="matplotlib (extra 'plot') is not installed")
-    path = ROOT / "scenarios" / "async_vs_parallel_parallel.toml"
-    outs = []
-    for b in ("asyncio", "trio"):
-        trace, png = tmp_path / f"{b}.json", tmp_path / f"{b}.png"
-        rc = cli_main(
-            [
-                "replay",
-                str(path),
-                "--backend",
-                b,
-                "--trace",
-                str(trace),
-                "--gantt",
-                str(png),
-                "--summary",
-                "--no-progress",
-            ]
-        )
-        assert rc == 0
-        outs.append(trace.read_bytes())
-        assert png.read_bytes()[:4] == b"\x89PNG"
-    assert outs[0] == outs[1] == (GOLDEN / f"{path.stem}.json").read_bytes()
-    out = capsys.readouterr().out
-    assert "async-vs-parallel: parallel: replayed on asyncio, virtual time" in out
-    assert "critical path:" in out and "overlap: transfers ran" in out
-
-
 @pytest.mark.parametrize("backend_name", ["asyncio", "trio"])
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
 def test_cli_replays_every_shipped_scenario(
@@ -612,8 +589,8 @@ def test_cli_replays_every_shipped_scenario(
     assert trace.read_bytes() == (GOLDEN / f"{path.stem}.json").read_bytes()
     assert png.read_bytes()[:4] == b"\x89PNG"
     out = capsys.readouterr().out
-    assert f"replayed on {backend_name}, virtual time" in out
-    assert "critical path:" in out
+    assert f"{load_scenario(path).name}: replayed on {backend_name}, virtual time" in out
+    assert "critical path:" in out and "overlap: transfers ran" in out
     assert ("WRAM FIFOs:" in out) == ("fifo" in path.stem)
 
 

@@ -75,10 +75,6 @@ def _decode_submit(ev: tuple[Any, ...]) -> dict[str, Any]:
     return f
 
 
-def _decode_start(ev: tuple[Any, ...]) -> dict[str, Any]:
-    return _job_fields(ev)
-
-
 def _decode_end(ev: tuple[Any, ...]) -> dict[str, Any]:
     f = _job_fields(ev)
     f["error"] = ev[5]
@@ -111,7 +107,7 @@ def _decode_counter(ev: tuple[Any, ...]) -> dict[str, Any]:
 
 _DECODERS: dict[str, Callable[[tuple[Any, ...]], dict[str, Any]]] = {
     "job_submit": _decode_submit,
-    "job_start": _decode_start,
+    "job_start": _job_fields,
     "job_end": _decode_end,
     "job_flush": _decode_end,
     "dpu_run": _decode_dpu_run,

@@ -38,12 +38,28 @@ def _target_check(p: dict[str, Any]) -> None:
         raise ValueError("dpu", "give rank or dpu, not both")
 
 
-def _xfer_flags(p: dict[str, Any]) -> int:
-    return (
-        (_ops.DPU_XFER_ASYNC if p["async"] else 0)
-        | (_ops.DPU_XFER_PARALLEL if p["parallel"] else 0)
-        | (_ops.DPU_XFER_NO_RESET if p["no_reset"] else 0)
-    )
+#: step key -> flag bit, in the order ``aiopim record`` writes the keys
+XFER_FLAGS = (
+    ("async", _ops.DPU_XFER_ASYNC),
+    ("parallel", _ops.DPU_XFER_PARALLEL),
+    ("no_reset", _ops.DPU_XFER_NO_RESET),
+)
+FIFO_XFER_FLAGS = (("async", _ops.DPU_XFER_ASYNC), ("no_reset", _ops.DPU_XFER_NO_RESET))
+CALLBACK_FLAGS = (
+    ("async", _ops.DPU_CALLBACK_ASYNC),
+    ("nonblocking", _ops.DPU_CALLBACK_NONBLOCKING),
+    ("single_call", _ops.DPU_CALLBACK_SINGLE_CALL),
+    ("parallel", _ops.DPU_CALLBACK_PARALLEL),
+)
+
+
+def flags_of(p: dict[str, Any], table: tuple[tuple[str, int], ...]) -> int:
+    """The flag bits of ``table`` whose keys are true in the step parameters ``p``."""
+    out = 0
+    for key, bit in table:
+        if p[key]:
+            out |= bit
+    return out
 
 
 def fill_buffer(nbytes: int, fill: Any) -> np.ndarray:
@@ -60,17 +76,21 @@ def fill_buffer(nbytes: int, fill: Any) -> np.ndarray:
     return out
 
 
+def chosen_dpus(ctx: ReplayContext, step: Step, n: int) -> set[int]:
+    """Indices the step's ``dpus`` key picks among the ``n`` DPUs of its target (default all)."""
+    chosen = step.params.get("dpus")
+    if chosen is None:
+        return set(range(n))
+    bad = [i for i in chosen if not 0 <= i < n]
+    if bad:
+        raise ctx.error(step, f"dpus {bad} out of range: the target has {n} DPUs")
+    return set(chosen)
+
+
 def _prepare(ctx: ReplayContext, step: Step, dset: DpuSet, bufs: list[Any]) -> None:
     """Give each DPU of the set its buffer (None clears, like a DPU the host skipped)."""
-    chosen = step.params["dpus"]
     members = list(dset.iter_dpus())
-    if chosen is not None:
-        bad = [i for i in chosen if not 0 <= i < len(members)]
-        if bad:
-            raise ctx.error(step, f"dpus {bad} out of range: the set has {len(members)} DPUs")
-        picked = set(chosen)
-    else:
-        picked = set(range(len(members)))
+    picked = chosen_dpus(ctx, step, len(members))
     for i, (one, buf) in enumerate(zip(members, bufs, strict=True)):
         _ops.prepare_xfer(one, buf if i in picked else None)
 
@@ -109,7 +129,7 @@ async def _copy_to(ctx: ReplayContext, step: Step) -> None:
     p = step.params
     dset = ctx.target(step)
     data = fill_buffer(p["bytes"], p["fill"])
-    flags = _xfer_flags(p)
+    flags = flags_of(p, XFER_FLAGS)
     if p["broadcast"]:
         await _ops.broadcast_to(dset, p["symbol"], p["offset"], data, p["bytes"], flags)
         return
@@ -125,7 +145,7 @@ async def _copy_from(ctx: ReplayContext, step: Step) -> None:
     if p["into"] is not None:
         ctx.buffers[p["into"]] = out
     await _ops.push_xfer(
-        dset, _ops.DPU_XFER_FROM_DPU, p["symbol"], p["offset"], p["bytes"], _xfer_flags(p)
+        dset, _ops.DPU_XFER_FROM_DPU, p["symbol"], p["offset"], p["bytes"], flags_of(p, XFER_FLAGS)
     )
 
 
@@ -140,12 +160,7 @@ async def _dpu_copy_from(ctx: ReplayContext, step: Step) -> None:
 # -- callbacks ---------------------------------------
 async def _callback(ctx: ReplayContext, step: Step) -> None:
     p = step.params
-    flags = (
-        (_ops.DPU_CALLBACK_ASYNC if p["async"] else 0)
-        | (_ops.DPU_CALLBACK_NONBLOCKING if p["nonblocking"] else 0)
-        | (_ops.DPU_CALLBACK_SINGLE_CALL if p["single_call"] else 0)
-        | (_ops.DPU_CALLBACK_PARALLEL if p["parallel"] else 0)
-    )
+    flags = flags_of(p, CALLBACK_FLAGS)
     calls = [0]
 
     def nth(value: Any, i: int) -> int:

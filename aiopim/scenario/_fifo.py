@@ -7,11 +7,11 @@ from typing import Any
 import numpy as np
 
 from .. import timing
-from .._core import _fifo, _ops
+from .._core import _fifo
 from .._core._fifo import FifoLink
 from ..dpu import FifoDecl, Program, Tasklet
 from ..host import DpuSet
-from ._actions import TARGET, _target_check
+from ._actions import FIFO_XFER_FLAGS, TARGET, _target_check, chosen_dpus, flags_of
 from ._kernels import base_program
 from ._replay import ReplayContext
 from ._spec import (
@@ -36,16 +36,6 @@ def _link(ctx: ReplayContext, step: Step) -> FifoLink:
     if link is None:
         raise ctx.error(step, f"the FIFO {name!r} is not linked (yet): run its fifo_link first")
     return link
-
-
-def _chosen(ctx: ReplayContext, step: Step, n: int) -> set[int]:
-    chosen = step.params.get("dpus")
-    if chosen is None:
-        return set(range(n))
-    bad = [i for i in chosen if not 0 <= i < n]
-    if bad:
-        raise ctx.error(step, f"dpus {bad} out of range: the target has {n} DPUs")
-    return set(chosen)
 
 
 def _retry_settings(link: FifoLink, dset: DpuSet, p: dict[str, Any]) -> None:
@@ -94,7 +84,7 @@ async def _fifo_push(ctx: ReplayContext, step: Step) -> None:
                 raise ctx.error(
                     step, f"{len(p['values'])} values for a target of {len(members)} DPUs"
                 )
-            chosen = _chosen(ctx, step, len(members))
+            chosen = chosen_dpus(ctx, step, len(members))
             for i, (one, v) in enumerate(zip(members, p["values"], strict=True)):
                 buf = element_bytes(link, v, add) if i in chosen else None
                 _fifo.fifo_prepare_xfer(one, link, buf)
@@ -104,14 +94,12 @@ async def _fifo_push(ctx: ReplayContext, step: Step) -> None:
                 _fifo.fifo_prepare_xfer(dset, link, buf)
             else:
                 members = list(dset.iter_dpus())
-                chosen = _chosen(ctx, step, len(members))
+                chosen = chosen_dpus(ctx, step, len(members))
                 for i, one in enumerate(members):
                     _fifo.fifo_prepare_xfer(one, link, buf if i in chosen else None)
     except ValueError as exc:
         raise ctx.error(step, str(exc)) from None
-    flags = (_ops.DPU_XFER_ASYNC if p["async"] else 0) | (
-        _ops.DPU_XFER_NO_RESET if p["no_reset"] else 0
-    )
+    flags = flags_of(p, FIFO_XFER_FLAGS)
     await _fifo.fifo_push_xfer(dset, link, flags)
 
 
@@ -120,7 +108,7 @@ async def _fifo_drain(ctx: ReplayContext, step: Step) -> None:
     dset = ctx.target(step)
     link = _link(ctx, step)
     members = list(dset.iter_dpus())
-    chosen = _chosen(ctx, step, len(members))
+    chosen = chosen_dpus(ctx, step, len(members))
     rings: list[tuple[Any, np.ndarray]] = []
     for i, one in enumerate(members):
         if i in chosen:
@@ -129,9 +117,7 @@ async def _fifo_drain(ctx: ReplayContext, step: Step) -> None:
             _fifo.fifo_prepare_xfer(one, link, ring)
         else:
             _fifo.fifo_prepare_xfer(one, link, None)
-    flags = (_ops.DPU_XFER_ASYNC if p["async"] else 0) | (
-        _ops.DPU_XFER_NO_RESET if p["no_reset"] else 0
-    )
+    flags = flags_of(p, FIFO_XFER_FLAGS)
     await _fifo.fifo_push_xfer(dset, link, flags)
     into = p["into"]
     if into is None:

@@ -177,13 +177,7 @@ class _Scanner:
             if self.peek() == "}":
                 self.advance()
                 return
-            line = self.line
-            parts = self.key()
-            kpath = (*path, *parts)
-            self.lines.setdefault(kpath, line)
-            self.advance()  # '='
-            self.skip_ws(False)
-            self.value(kpath)
+            self.keyval(path)
             self.skip_ws(True)
             if self.peek() == ",":
                 self.advance()

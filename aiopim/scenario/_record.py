@@ -41,14 +41,21 @@ from .._core._program import (
 )
 from .._core._recorder import host_task_label
 from .._core._set import DpuSetBase
+from ..dpu._fifo import (
+    DATA_SIZE,
+    INPUT_FIFO_STRUCT_SIZE,
+    OUTPUT_FIFO_STRUCT_SIZE,
+    PTR_SIZE,
+    check_fifo_geometry,
+)
 from ..trace import Timeline, chrome_trace
+from ._actions import CALLBACK_FLAGS, FIFO_XFER_FLAGS, XFER_FLAGS
 from ._replay import outside_event_loop
 
 _in_op: contextvars.ContextVar[bool] = contextvars.ContextVar("aiopim_rec_in_op", default=False)
 _in_callback: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "aiopim_rec_in_callback", default=False
 )
-_XFER_BITS = _ops.DPU_XFER_ASYNC | _ops.DPU_XFER_PARALLEL | _ops.DPU_XFER_NO_RESET
 
 
 class RecordingError(ValueError):
@@ -60,7 +67,6 @@ class OpRecorder:
 
     def __init__(self, emulator: Emulator) -> None:
         self.emulator = emulator
-        self.machine = emulator.config
         #: per host task: its label and steps (dicts with the scenario keys, plus "_end")
         self.tasks: list[tuple[str, list[dict[str, Any]]]] = []
         self._task_ids: dict[int, int] = {}
@@ -74,23 +80,14 @@ class OpRecorder:
         self._task = 0
 
     # -- OpLog ---------------------------------------
-    def run(
-        self,
-        op: str,
-        fn: Callable[..., Awaitable[Any]],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Awaitable[Any]:
-        """Run the operation, writing it down unless it is nested in another one."""
-        return self._run(op, fn, args, kwargs)
-
-    async def _run(
+    async def run(
         self,
         op: str,
         fn: Callable[..., Awaitable[Any]],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
+        """Run the operation, writing it down unless it is nested in another one."""
         if _in_op.get():  # e.g. the sync inside dpu_status
             return await fn(*args, **kwargs)
         if _in_callback.get():
@@ -173,14 +170,7 @@ class OpRecorder:
                 step["offset"] = offset
         elif op == "callback":
             _, fn, cb_args, flags = args
-            for bit, key in (
-                (_ops.DPU_CALLBACK_ASYNC, "async"),
-                (_ops.DPU_CALLBACK_NONBLOCKING, "nonblocking"),
-                (_ops.DPU_CALLBACK_SINGLE_CALL, "single_call"),
-                (_ops.DPU_CALLBACK_PARALLEL, "parallel"),
-            ):
-                if flags & bit:
-                    step[key] = True
+            _flag_keys(step, flags, CALLBACK_FLAGS)
             times: list[int] = []
             results: list[int] = []
             step["_times"], step["_results"] = times, results
@@ -226,12 +216,8 @@ class OpRecorder:
             step["op"] = "fifo_drain"
         if len(has) != len(members) and not (step["op"] == "fifo_push" and "value" in step):
             step["dpus"] = has
-        if flags & ~(_ops.DPU_XFER_ASYNC | _ops.DPU_XFER_NO_RESET):
+        if not _flag_keys(step, flags, FIFO_XFER_FLAGS):
             self.problems.append(f"FIFO transfer flags {flags:#x} have unknown bits")
-        if flags & _ops.DPU_XFER_ASYNC:
-            step["async"] = True
-        if flags & _ops.DPU_XFER_NO_RESET:
-            step["no_reset"] = True
 
     def _link_name(self, link: _fifo.FifoLink) -> str | None:
         """The scenario name of ``link``; writes its ``fifo_link`` step on first use."""
@@ -297,15 +283,8 @@ class OpRecorder:
         step["bytes"] = length
         if offset:
             step["offset"] = offset
-        if flags & ~_XFER_BITS:
+        if not _flag_keys(step, flags, XFER_FLAGS):
             self.problems.append(f"transfer flags {flags:#x} have unknown bits")
-        for bit, key in (
-            (_ops.DPU_XFER_ASYNC, "async"),
-            (_ops.DPU_XFER_PARALLEL, "parallel"),
-            (_ops.DPU_XFER_NO_RESET, "no_reset"),
-        ):
-            if flags & bit:
-                step[key] = True
 
     def _wrap_callback(
         self, fn: Callable[..., Any], times: list[int], results: list[int]
@@ -354,7 +333,7 @@ class OpRecorder:
                 "this run cannot be turned into a scenario: "
                 + "; ".join(sorted(set(self.problems)))
             )
-        cfg = self.machine
+        cfg = self.emulator.config
         out = [
             "# Recorded by aiopim: replay with `aiopim replay THIS_FILE`.",
             "[scenario]",
@@ -520,7 +499,7 @@ class OpRecorder:
 
 
 def _fifo_decls(prog: DpuProgram) -> dict[str, dict[str, Any]]:
-    """The WRAM FIFOs of ``prog``: host struct ``X`` (32 or 40 bytes) next to ``__X_data``."""
+    """The WRAM FIFOs of ``prog``: host struct ``X`` (input or output size) next to ``__X_data``."""
     syms = prog.symbols()
     images: dict[int, MemoryImage] = {im.address: im for im in prog.images()}
     out: dict[str, dict[str, Any]] = {}
@@ -530,18 +509,20 @@ def _fifo_decls(prog: DpuProgram) -> dict[str, dict[str, Any]]:
         if (
             data is None
             or sym.space is not MemorySpace.WRAM
-            or sym.size not in (32, 40)
+            or sym.size not in (INPUT_FIFO_STRUCT_SIZE, OUTPUT_FIFO_STRUCT_SIZE)
             or im is None
             or len(im.data) != sym.size
         ):
             continue
         raw = np.frombuffer(im.data, dtype=np.uint8)
-        ptr_size = int(raw[24:28].view(np.uint32)[0])
-        data_size = int(raw[28:32].view(np.uint32)[0])
-        if not 1 <= ptr_size <= 10 or data_size <= 0 or data_size % 8:
+        ptr_size = int(raw[PTR_SIZE : PTR_SIZE + 4].view(np.uint32)[0])
+        data_size = int(raw[DATA_SIZE : DATA_SIZE + 4].view(np.uint32)[0])
+        try:
+            check_fifo_geometry(sym.name, ptr_size, data_size)
+        except ValueError:
             continue
         out[sym.name] = {
-            "direction": "output" if sym.size == 40 else "input",
+            "direction": "output" if sym.size == OUTPUT_FIFO_STRUCT_SIZE else "input",
             "ptr_size": ptr_size,
             "data_size": data_size,
             "size": sym.size,
@@ -556,6 +537,16 @@ def _words(link: _fifo.FifoLink, buf: Any) -> int | list[int]:
     if not any(words[1:]):
         return words[0]
     return words
+
+
+def _flag_keys(step: dict[str, Any], flags: int, table: tuple[tuple[str, int], ...]) -> bool:
+    """Set the step keys of the bits of ``flags``; False if ``flags`` has other bits."""
+    known = 0
+    for key, bit in table:
+        known |= bit
+        if flags & bit:
+            step[key] = True
+    return not flags & ~known
 
 
 def _dpu_order(name: str) -> tuple[int, ...]:

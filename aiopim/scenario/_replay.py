@@ -19,6 +19,7 @@ from .._core._program import DpuProgram
 from .._core._recorder import host_task_label
 from ..host import DpuSet
 from ..trace import Summary, Timeline, chrome_trace, summarize
+from ..trace._timeline import dpu_name
 from ._spec import ACTIONS, KERNELS, DataCheck, Scenario, ScenarioError, Step, TaskSpec
 
 #: actor of host sleeps: after every emulated event of the same instant (like an event-loop
@@ -305,7 +306,7 @@ def _check_stream(stream: dict[tuple[int, int], list[np.ndarray]], d: DataCheck)
     if not stream:
         return "no DPU was drained into it"
     for (rank, dpu), elements in sorted(stream.items()):
-        where = f"DPU {rank}.{dpu // 8}.{dpu % 8}"
+        where = f"DPU {dpu_name(rank, dpu)}"
         if d.count is not None and len(elements) != d.count:
             return f"{where} drained {len(elements)} element(s), expected {d.count}"
         if d.first is None or d.step is None:

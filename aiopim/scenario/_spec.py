@@ -13,7 +13,7 @@ import re
 import tomllib
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from .. import timing
@@ -56,10 +56,7 @@ def parse_duration(value: Any) -> int:
     if isinstance(value, str):
         m = _DURATION.match(value)
         if m:
-            try:
-                ps = Decimal(m.group(1)) * _UNITS[m.group(2)]
-            except InvalidOperation:  # pragma: no cover - the regex admits valid numbers only
-                ps = Decimal("0.5")
+            ps = Decimal(m.group(1)) * _UNITS[m.group(2)]
             if ps == ps.to_integral_value():
                 return int(ps)
             raise ValueError(f"{value!r} is not a whole number of picoseconds")
@@ -328,6 +325,8 @@ class _Loader:
                 f"not valid TOML: {exc}", source=source, line=int(m.group(1)) if m else None
             ) from None
         self.lines = locate(text)
+        #: key path of every step and data check (by id), for the cross-reference errors
+        self.paths: dict[int, Path] = {}
 
     def error(self, path: Path, message: str) -> ScenarioError:
         return ScenarioError(
@@ -495,7 +494,9 @@ class _Loader:
         body: list[Step] = []
         if op == "repeat":
             body = self.steps((*path, "steps"), p.pop("steps"))
-        return Step(op, p, at, error, line_of(self.lines, path), _keyname(path), body)
+        step = Step(op, p, at, error, line_of(self.lines, path), _keyname(path), body)
+        self.paths[id(step)] = path
+        return step
 
     def expectations(self) -> Expectations:
         path: Path = ("expect",)
@@ -549,21 +550,21 @@ class _Loader:
                 raise self.error(dpath, "give first and step together")
             if c["first"] is not None and len(c["first"]) != len(c["step"]):
                 raise self.error((*dpath, "step"), "first and step need the same length")
-            ex.data.append(
-                DataCheck(
-                    c["buffer"],
-                    c["dtype"],
-                    c["equals"],
-                    c["all"],
-                    c["sum"],
-                    line_of(self.lines, dpath),
-                    _keyname(dpath),
-                    c["count"],
-                    c["first"],
-                    c["step"],
-                    c["sort"],
-                )
+            check = DataCheck(
+                c["buffer"],
+                c["dtype"],
+                c["equals"],
+                c["all"],
+                c["sum"],
+                line_of(self.lines, dpath),
+                _keyname(dpath),
+                c["count"],
+                c["first"],
+                c["step"],
+                c["sort"],
             )
+            self.paths[id(check)] = dpath
+            ex.data.append(check)
         return ex
 
     # -- references ---------------------------------------
@@ -577,7 +578,7 @@ class _Loader:
             if s.op == "fifo_link":
                 links[s.params["name"] or s.params["fifo"]] = s.params["direction"]
         for s in sc.iter_steps():
-            path = _path_of(s.key)
+            path = self.paths[id(s)]
             if "set" in s.params and s.op != "alloc" and s.params["set"] not in sets:
                 raise self.error(
                     (*path, "set"), f"no alloc step creates the DPU set {s.params['set']!r}"
@@ -605,29 +606,19 @@ class _Loader:
         for d in sc.expect.data:
             if d.buffer not in buffers:
                 raise self.error(
-                    (*_path_of(d.key), "buffer"),
+                    (*self.paths[id(d)], "buffer"),
                     f"no copy_from or fifo_drain step fills a buffer named {d.buffer!r} "
                     "(use into = ...)",
                 )
             if (d.count is not None or d.first is not None) and d.buffer not in streams:
                 raise self.error(
-                    (*_path_of(d.key), "buffer"),
+                    (*self.paths[id(d)], "buffer"),
                     f"count/first/step check FIFO streams; {d.buffer!r} is not filled by a "
                     "fifo_drain step",
                 )
 
 
 _DTYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64")
-
-
-def _path_of(key: str) -> Path:
-    out: list[str | int] = []
-    for m in re.finditer(r'"([^"]*)"|([A-Za-z0-9_-]+)|\[(\d+)\]', key):
-        if m.group(3) is not None:
-            out.append(int(m.group(3)))
-        else:
-            out.append(m.group(1) if m.group(1) is not None else m.group(2))
-    return tuple(out)
 
 
 def _parse_symbol(spec: Any) -> tuple[str, int]:
@@ -643,8 +634,6 @@ def _parse_symbol(spec: Any) -> tuple[str, int]:
 
 def load_scenario(path: str | os.PathLike[str]) -> Scenario:
     """Read and validate a scenario file."""
-    from . import _actions, _fifo, _kernels  # noqa: F401  (register the built-ins)
-
     with open(path, encoding="utf-8") as f:
         text = f.read()
     return _Loader(text, os.fspath(path)).load()
@@ -652,6 +641,4 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
 
 def parse_scenario(text: str, source: str = "<string>") -> Scenario:
     """Validate scenario TOML given as text."""
-    from . import _actions, _fifo, _kernels  # noqa: F401
-
     return _Loader(text, source).load()

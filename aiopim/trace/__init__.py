@@ -7,9 +7,8 @@
 """
 
 from .._core._recorder import Recorder, host_task
-from . import _fifo  # noqa: F401  (renderers of the WRAM FIFO events)
 from ._chrome import chrome_events, chrome_trace, write_chrome_trace
-from ._fifo import fifo_track, fill_counter
+from ._fifo import fifo_track, fill_counter  # also registers the WRAM FIFO event renderers
 from ._gantt import COLOURS, gantt, plot_timelines, save_gantt
 from ._summary import FifoStats, PathStep, RankStats, Summary, critical_path, summarize
 from ._timeline import (

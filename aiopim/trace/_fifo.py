@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._timeline import TRACK_DPUS, Timeline, rank_pid, register_event_kind
+from ._timeline import TRACK_DPUS, Timeline, dpu_name, rank_pid, register_event_kind
 
 #: FIFO tracks sort with the rank's "DPUs" track, after it ("DPUs" < "FIFO ...")
 TRACK_FIFO = TRACK_DPUS
@@ -25,8 +25,7 @@ def fifo_track(fifo: str) -> str:
 
 def fill_counter(fifo: str, rank: int, dpu: int) -> str:
     """Name of the fill counter of FIFO ``fifo`` on DPU ``rank``.``dpu``."""
-    nr_ci, member = divmod(dpu, 8)
-    return f"{fifo} fill {rank}.{nr_ci}.{member}"
+    return f"{fifo} fill {dpu_name(rank, dpu)}"
 
 
 def _push(tl: Timeline, t: int, f: dict[str, Any]) -> None:

@@ -114,10 +114,9 @@ def gantt(
     is True (the categories drawn), False, or the categories to list.
     """
     plt = _pyplot()
-    if ax is None:
-        rows = _lanes(tl, lanes)
-        _, ax = plt.subplots(figsize=(10, 1 + 0.35 * max(1, len(rows))))
     rows = _lanes(tl, lanes)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 1 + 0.35 * max(1, len(rows))))
     used: set[str] = set()
     least = max(tl.end_ps, 1) // 400  # instant jobs stay visible as thin bars
     for y, (_, items, points) in enumerate(rows):

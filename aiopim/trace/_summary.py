@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from .. import timing
-from ._timeline import TRANSFER_CATEGORIES, JobRecord, Timeline, merge, total
+from ._timeline import TRANSFER_CATEGORIES, JobRecord, Slice, Timeline, merge, total
 
 
 @dataclass(frozen=True)
@@ -186,21 +187,34 @@ def critical_path(tl: Timeline) -> list[PathStep]:
     ran = [j for j in tl.jobs if j.ran]
     if not ran:
         return []
-    by_rank: dict[int, list[JobRecord]] = {}
+    # lookups by time, so a long path costs O(steps), not O(steps x jobs)
+    previous: dict[tuple[int, int], JobRecord | None] = {}
+    launch_ending: dict[tuple[int, int], JobRecord] = {}
+    last_rank: dict[int, JobRecord] = {}
     for j in sorted(ran, key=lambda j: (j.start, j.seq)):
-        by_rank.setdefault(j.rank, []).append(j)
+        previous[j.rank, j.seq] = last_rank.get(j.rank)
+        last_rank[j.rank] = j
+        if j.category == "launch":
+            launch_ending.setdefault((j.rank, j.end), j)
+    ending: dict[int, list[JobRecord]] = {}
+    for j in ran:
+        ending.setdefault(j.end, []).append(j)
     runs = {rank: tl.rank_dpu_spans(rank) for rank in tl.ranks}
-    work = [s for s in tl.slices if s.cat == "host_work"]
+    run_ends = {rank: [e for _, e in spans] for rank, spans in runs.items()}
+    work: dict[int, Slice] = {}
+    for w in tl.slices:
+        if w.cat == "host_work" and w.start < w.end:
+            work.setdefault(w.end, w)
     steps: list[PathStep] = []
     seen: set[tuple[int, int]] = set()
 
     def host_pred(t: int) -> JobRecord | None:
         """What let the host act at ``t``: a job ending then, or host work (added to steps)."""
         while True:
-            job = _latest_ending_at(ran, t, seen)
-            if job is not None:
-                return job
-            w = next((w for w in work if w.end == t and w.start < t), None)
+            cands = [j for j in ending.get(t, ()) if (j.rank, j.seq) not in seen]
+            if cands:
+                return max(cands, key=lambda j: (j.start, -j.rank, j.seq))
+            w = work.get(t)
             if w is None:
                 return None
             steps.append(PathStep(w.name, None, w.start, w.end))
@@ -211,38 +225,28 @@ def critical_path(tl: Timeline) -> list[PathStep]:
         seen.add((cur.rank, cur.seq))
         steps.append(PathStep(cur.type.name, cur.rank, cur.start, cur.end))
         start = cur.start
-        queue = by_rank[cur.rank]
-        idx = queue.index(cur)
-        prev = queue[idx - 1] if idx > 0 else None
+        prev = previous[cur.rank, cur.seq]
         if prev is not None and prev.end == start:
             cur = prev
             continue
-        run = _run_ending_before(runs.get(cur.rank, []), start)
+        run = _run_ending_before(runs.get(cur.rank, []), run_ends.get(cur.rank, []), start)
         if not cur.parallel and run is not None and (prev is None or prev.end <= run[1]):
             steps.append(PathStep("DPUs running", cur.rank, run[0], run[1]))
-            cur = next(
-                (j for j in queue if j.end == run[0] and j.category == "launch"),
-                None,
-            )
+            cur = launch_ending.get((cur.rank, run[0]))
             continue
         cur = host_pred(start) if cur.submit == start else None
     steps.reverse()
     return steps
 
 
-def _run_ending_before(spans: list[tuple[int, int]], t: int) -> tuple[int, int] | None:
-    """The DPU run whose end (plus the completion poll) released a job starting at ``t``."""
-    best = None
-    for s, e in spans:
-        if e <= t and t - e <= timing.COMPLETION_POLL_LATENCY_PS:
-            best = (s, e)
-    return best
+def _run_ending_before(
+    spans: list[tuple[int, int]], ends: list[int], t: int
+) -> tuple[int, int] | None:
+    """The DPU run whose end (plus the completion poll) released a job starting at ``t``.
 
-
-def _latest_ending_at(
-    jobs: list[JobRecord], t: int, seen: set[tuple[int, int]]
-) -> JobRecord | None:
-    cands = [j for j in jobs if j.end == t and (j.rank, j.seq) not in seen]
-    if not cands:
-        return None
-    return max(cands, key=lambda j: (j.start, -j.rank, j.seq))
+    ``spans`` are merged (sorted, disjoint), so the candidate is the last one ending by ``t``.
+    """
+    i = bisect.bisect_right(ends, t) - 1
+    if i >= 0 and t - ends[i] <= timing.COMPLETION_POLL_LATENCY_PS:
+        return spans[i]
+    return None

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._core._errors import PARALLEL_JOB_TYPES, JobType
-from .._core._recorder import Recorder
+from .._core._recorder import _DECODERS, Recorder
 
 if TYPE_CHECKING:
     from .._core._emulator import Emulator
@@ -61,6 +61,12 @@ def rank_pid(rank: int) -> int:
 def process_name(pid: int) -> str:
     """``host`` or ``rank N``."""
     return "host" if pid == HOST_PID else f"rank {pid - 1}"
+
+
+def dpu_name(rank: int, dpu: int) -> str:
+    """``rank.ci.member`` of DPU ``dpu`` of rank ``rank``, as the SDK prints it."""
+    ci, member = divmod(dpu, 8)
+    return f"{rank}.{ci}.{member}"
 
 
 @dataclass(frozen=True)
@@ -272,10 +278,8 @@ def register_event_kind(kind: str, renderer: EventRenderer) -> None:
     _RENDERERS[kind] = renderer
 
 
-_BUILTIN_KINDS = frozenset(
-    {"job_submit", "job_start", "job_end", "job_flush", "dpu_run", "host_wait", "callback"}
-    | {"host_work", "counter"}
-)
+#: the recorder's own kinds, which the timeline draws itself
+_BUILTIN_KINDS = frozenset(_DECODERS)
 
 
 def _freeze(args: dict[str, Any] | None) -> tuple[tuple[str, Any], ...]:
@@ -377,9 +381,9 @@ def _build(
                 rank = f.get("rank")
                 pid = rank_pid(rank) if isinstance(rank, int) else HOST_PID
                 tl.add_instant(pid, kind, kind, kind, t, args=f)
+    end = max(end_ps or 0, last)
     for rank, dpu, boot, program in running:
         ranks.add(rank)
-        end = max(end_ps or 0, last)
         tl.dpu_runs.append(DpuRun(rank, dpu, boot, end, program, None, running=True))
     for (rank, seq), row in rows.items():
         tl.jobs.append(
@@ -401,8 +405,7 @@ def _build(
     _job_slices(tl)
     _dpu_slices(tl)
     _host_slices(tl)
-    ends = [s.end for s in tl.slices] + [last]
-    tl.end_ps = max([*ends, end_ps or 0])
+    tl.end_ps = max([end, *(s.end for s in tl.slices)])
     return tl
 
 
@@ -430,7 +433,6 @@ def _dpu_slices(tl: Timeline) -> None:
     by_rank: dict[int, list[DpuRun]] = {}
     for r in tl.dpu_runs:
         by_rank.setdefault(r.rank, []).append(r)
-        nr_ci, member = divmod(r.dpu, 8)
         args: dict[str, Any] = {"program": r.program}
         if r.running:
             args["still_running"] = True
@@ -441,7 +443,7 @@ def _dpu_slices(tl: Timeline) -> None:
         tl.slices.append(
             Slice(
                 rank_pid(r.rank),
-                f"DPU {r.rank}.{nr_ci}.{member}",
+                f"DPU {dpu_name(r.rank, r.dpu)}",
                 TRACK_DPU + r.dpu,
                 r.program or "run",
                 cat,
@@ -451,10 +453,17 @@ def _dpu_slices(tl: Timeline) -> None:
             )
         )
     for rank, runs in by_rank.items():
-        for s, e in merge((r.start, r.end) for r in runs):
-            inside = [r for r in runs if s <= r.start and r.end <= e]
-            faults = sum(1 for r in inside if r.fault is not None)
-            args = {"dpu_runs": len(inside)}
+        spans = merge((r.start, r.end) for r in runs)
+        # runs are sorted by start and the merged spans are disjoint: one pass counts each span's
+        counts = [[0, 0] for _ in spans]  # runs, faults
+        i = 0
+        for r in runs:
+            while spans[i][1] < r.start:
+                i += 1
+            counts[i][0] += 1
+            counts[i][1] += r.fault is not None
+        for (s, e), (n, faults) in zip(spans, counts, strict=True):
+            args = {"dpu_runs": n}
             if faults:
                 args["faults"] = faults
             tl.slices.append(
