@@ -41,13 +41,8 @@ from .._core._program import (
 )
 from .._core._recorder import host_task_label
 from .._core._set import DpuSetBase
-from ..dpu._fifo import (
-    DATA_SIZE,
-    INPUT_FIFO_STRUCT_SIZE,
-    OUTPUT_FIFO_STRUCT_SIZE,
-    PTR_SIZE,
-    check_fifo_geometry,
-)
+from .._core._wramfifo import DATA_SIZE, INPUT_STRUCT_SIZE, OUTPUT_STRUCT_SIZE, PTR_SIZE
+from ..dpu._fifo import check_fifo_geometry
 from ..trace import Timeline, chrome_trace
 from ._actions import CALLBACK_FLAGS, FIFO_XFER_FLAGS, XFER_FLAGS
 from ._replay import outside_event_loop
@@ -509,7 +504,7 @@ def _fifo_decls(prog: DpuProgram) -> dict[str, dict[str, Any]]:
         if (
             data is None
             or sym.space is not MemorySpace.WRAM
-            or sym.size not in (INPUT_FIFO_STRUCT_SIZE, OUTPUT_FIFO_STRUCT_SIZE)
+            or sym.size not in (INPUT_STRUCT_SIZE, OUTPUT_STRUCT_SIZE)
             or im is None
             or len(im.data) != sym.size
         ):
@@ -522,7 +517,7 @@ def _fifo_decls(prog: DpuProgram) -> dict[str, dict[str, Any]]:
         except ValueError:
             continue
         out[sym.name] = {
-            "direction": "output" if sym.size == OUTPUT_FIFO_STRUCT_SIZE else "input",
+            "direction": "output" if sym.size == OUTPUT_STRUCT_SIZE else "input",
             "ptr_size": ptr_size,
             "data_size": data_size,
             "size": sym.size,
