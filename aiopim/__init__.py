@@ -1,11 +1,11 @@
 """aiopim: emulate UPMEM processing-in-memory systems in virtual time for await-based hosts."""
 
-from ._core._dpu import DpuFault, FaultInfo
-from ._core._emulator import Emulator, current_emulator, now, run
-from ._core._errors import DeadlockError, DpuError, DpuErrorCode, JobType, dpu_error_to_string
-from ._core._fifo import DpuQuirkWarning, FifoLink
-from ._core._machine import MachineConfig
-from ._core._program import DpuProgram, MemoryImage, MemorySpace, Symbol
+from ._emulator import Emulator, current_emulator, now, run
+from ._errors import DeadlockError, DpuError, DpuErrorCode, JobType, dpu_error_to_string
+from ._machine._config import MachineConfig
+from ._machine._dpu import DpuFault, FaultInfo
+from ._machine._program import DpuProgram, MemoryImage, MemorySpace, Symbol
+from ._ops._fifo import DpuQuirkWarning, FifoLink
 from .dpu import FifoDecl, Program, Tasklet
 from .elf import ElfProgram, load_elf, register_model
 from .host import DpuSet, InputFifo, OutputFifo

@@ -102,7 +102,7 @@ def _replay(argv: list[str]) -> int:
 
 
 def _record(argv: list[str]) -> int:
-    from ._core._machine import MachineConfig
+    from ._machine._config import MachineConfig
     from .scenario import record
     from .scenario._record import RecordingError
 

@@ -50,8 +50,8 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
 from . import timing
-from ._core._errors import DpuError, DpuErrorCode
-from ._core._program import (
+from ._errors import DpuError, DpuErrorCode
+from ._machine._program import (
     ATOMIC_BASE,
     DPU_MRAM_HEAP_POINTER_NAME,
     MRAM_SIZE,
@@ -66,7 +66,7 @@ from .dpu._program import BarrierDecl, MutexDecl, Var
 from .dpu._tasklet import start_tasklets
 
 if TYPE_CHECKING:
-    from ._core._dpu import Dpu
+    from ._machine._dpu import Dpu
     from .dpu._tasklet import Tasklet
 
 __all__ = [

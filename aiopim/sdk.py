@@ -12,16 +12,16 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ._core import _fifo, _ops
-from ._core._emulator import current_emulator
-from ._core._errors import DpuError, DpuErrorCode, JobType, dpu_error_to_string
-from ._core._program import DPU_MRAM_HEAP_POINTER_NAME, DpuProgram, Symbol
-from ._core._set import DpuSetKind
+from ._emulator import current_emulator
+from ._errors import DpuError, DpuErrorCode, JobType, dpu_error_to_string
+from ._machine._program import DPU_MRAM_HEAP_POINTER_NAME, DpuProgram, Symbol
+from ._ops import _fifo, _ops
+from ._ops._set import DpuSetKind
 from .elf import Model, load_elf
 from .host._dpuset import DpuSet
 
 if TYPE_CHECKING:
-    from ._core._dpu import Dpu
+    from ._machine._dpu import Dpu
 
 # enums and flags (SDK 2025.1.0 values) --------------------------------------------------------
 DPU_ASYNCHRONOUS = _ops.DPU_ASYNCHRONOUS

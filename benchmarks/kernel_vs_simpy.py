@@ -4,7 +4,7 @@ Workload: ``R`` ranks, each with a FIFO job queue holding ``J`` jobs enqueued up
 strictly in order; job ``i`` lasts ``1 + (i * 7 % 5)`` time units (microseconds expressed in
 picoseconds for aiopim, plain integers for SimPy). "Events" are completed jobs.
 
-aiopim side: the real :class:`aiopim._core._rank.Rank` actors of an :class:`Emulator` (recorder
+aiopim side: the real :class:`aiopim._machine._rank.Rank` actors of an :class:`Emulator` (recorder
 off, slot back-pressure bypassed), driven by ``kernel.run(INFINITY)`` without any event loop.
 SimPy side: one process per rank taking jobs from a ``simpy.Store`` and ``yield``-ing a timeout.
 
@@ -23,11 +23,11 @@ from typing import NamedTuple
 
 import simpy
 
-from aiopim._core._emulator import Emulator
-from aiopim._core._errors import JobType
-from aiopim._core._kernel import INFINITY
-from aiopim._core._machine import MachineConfig
-from aiopim._core._rank import Job
+from aiopim._emulator import Emulator
+from aiopim._errors import JobType
+from aiopim._machine._config import MachineConfig
+from aiopim._machine._rank import Job
+from aiopim._runtime._kernel import INFINITY
 from aiopim.timing import PS_PER_US
 
 

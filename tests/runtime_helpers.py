@@ -9,8 +9,8 @@ from helpers import V1B_CYCLE_PS, emu
 
 import aiopim
 from aiopim import DpuError, timing
-from aiopim._core._dpu import Dpu
-from aiopim._core._program import MRAM_BIT
+from aiopim._machine._dpu import Dpu
+from aiopim._machine._program import MRAM_BIT
 from aiopim.dpu import Var
 
 

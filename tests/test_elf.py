@@ -33,7 +33,7 @@ from aiopim._core._elfwriter import (
     dpu_attributes,
     sample_dpu_elf,
 )
-from aiopim._core._program import space_offset
+from aiopim._machine._program import space_offset
 from aiopim.elf import (
     ELF_ERROR_CODES,
     ElfProgram,

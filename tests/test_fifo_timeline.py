@@ -13,7 +13,7 @@ from helpers import V1B_CYCLE_PS
 
 import aiopim
 from aiopim import timing
-from aiopim._core._program import DpuProgram
+from aiopim._machine._program import DpuProgram
 from aiopim.host import DpuSet
 from aiopim.scenario import (
     KERNELS,

@@ -14,7 +14,7 @@ from helpers import emu, run_time_ps, spin_program
 
 import aiopim
 from aiopim import timing
-from aiopim._core._recorder import Recorder
+from aiopim._machine._recorder import Recorder
 from aiopim.sdk import (
     DPU_ASYNCHRONOUS,
     DPU_CALLBACK_ASYNC,

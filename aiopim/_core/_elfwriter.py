@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._program import ATOMIC_BASE, IRAM_BIT, MRAM_BIT
+from .._machine._program import ATOMIC_BASE, IRAM_BIT, MRAM_BIT
 
 EM_DPU = 245
 ELFCLASS32 = 1

@@ -1,6 +1,6 @@
 """DPU-side runtime for Python kernels, modelled on UPMEM's runtime library."""
 
-from .._core._dpu import DpuFault, FaultInfo
+from .._machine._dpu import DpuFault, FaultInfo
 from ._alloc import BUDDY_MIN_BLOCK, FsbAllocator
 from ._errno import EALREADY, EINVAL, ENOMEM, NULL
 from ._fifo import FifoDecl

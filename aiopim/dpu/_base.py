@@ -8,8 +8,8 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from .._core._dpu import Dpu
-    from .._core._memory import Bytes
+    from .._machine._dpu import Dpu
+    from .._machine._memory import Bytes
     from ._program import Var
     from ._tasklet import TaskletProgram
 

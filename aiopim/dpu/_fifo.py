@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import timing
-from .._core._dpu import SpinCommand
-from .._core._wramfifo import (
+from .._machine._dpu import SpinCommand
+from .._machine._wramfifo import (
     DATA_PTR,
     DATA_SIZE,
     MAX_PTR_SIZE,

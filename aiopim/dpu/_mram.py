@@ -10,9 +10,9 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import timing
-from .._core._dpu import DmaCommand, DpuFault
-from .._core._errors import DpuError
-from .._core._program import MRAM_BIT
+from .._errors import DpuError
+from .._machine._dpu import DmaCommand, DpuFault
+from .._machine._program import MRAM_BIT
 from ._sync import MRAM_UNALIGNED_VMUTEX, SyncMixin
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 from .. import timing
-from .._core._dpu import DpuFault
+from .._machine._dpu import DpuFault
 from ._base import TaskletBase
 
 COUNT_SAME = 0

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .._core._errors import DpuError, DpuErrorCode
-from .._core._program import (
+from .._errors import DpuError, DpuErrorCode
+from .._machine._program import (
     DPU_MRAM_HEAP_POINTER_NAME,
     MRAM_BIT,
     MRAM_SIZE,
@@ -20,7 +20,7 @@ from .._core._program import (
     Symbol,
     mram_heap_pointer_symbol,
 )
-from .._core._wramfifo import struct_size
+from .._machine._wramfifo import struct_size
 from ._fifo import FifoDecl, check_fifo_geometry
 from ._mram import DEFAULT_SEQREAD_CACHE_SIZE, SEQREAD_CACHE_SIZES
 from ._stdio import (
@@ -32,7 +32,7 @@ from ._stdio import (
 from ._sync import MutexPoolDecl, SemaphoreDecl, VMutexDecl
 
 if TYPE_CHECKING:
-    from .._core._dpu import Dpu
+    from .._machine._dpu import Dpu
     from ..timing import ChipProfile
     from ._tasklet import Tasklet
 

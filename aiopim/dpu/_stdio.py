@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import timing
-from .._core._dpu import DpuFault
-from .._core._errors import DpuError, DpuErrorCode
-from .._core._program import MRAM_BIT
+from .._errors import DpuError, DpuErrorCode
+from .._machine._dpu import DpuFault
+from .._machine._program import MRAM_BIT
 from ._base import TaskletBase
 
 if TYPE_CHECKING:
-    from .._core._dpu import Dpu
+    from .._machine._dpu import Dpu
 
 #: software fault of a ``printf`` that overwrote its own start (dpufault.h)
 FAULT_PRINTF_OVERFLOW = 5

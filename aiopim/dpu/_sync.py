@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import timing
-from .._core._dpu import DpuFault
-from .._core._kernel import WaitQueue
+from .._machine._dpu import DpuFault
+from .._runtime._kernel import WaitQueue
 from ._base import TaskletBase
 from ._errno import EALREADY
 

@@ -8,9 +8,9 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import timing
-from .._core._dpu import ComputeCommand, DmaCommand, DpuFault
-from .._core._kernel import WaitQueue
-from .._core._program import MRAM_BIT
+from .._machine._dpu import ComputeCommand, DmaCommand, DpuFault
+from .._machine._program import MRAM_BIT
+from .._runtime._kernel import WaitQueue
 from ._alloc import AllocMixin
 from ._fifo import FifoOps
 from ._mram import MramMixin
@@ -18,7 +18,7 @@ from ._perfcounter import PerfcounterMixin
 from ._stdio import StdioMixin, reset_stdio
 
 if TYPE_CHECKING:
-    from .._core._dpu import Dpu
+    from .._machine._dpu import Dpu
     from ._program import BarrierDecl, MainFn, Var
 
 #: software fault codes of dpufault.h (spec §5.8)

@@ -9,12 +9,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._core import _fifo, _ops
-from .._core._dpu import FaultInfo
-from .._core._emulator import Emulator, current_emulator
-from .._core._errors import DpuError, DpuErrorCode
-from .._core._program import DpuProgram, Symbol
-from .._core._set import DpuSetBase
+from .._emulator import Emulator, current_emulator
+from .._errors import DpuError, DpuErrorCode
+from .._machine._dpu import FaultInfo
+from .._machine._program import DpuProgram, Symbol
+from .._ops import _fifo, _ops
+from .._ops._set import DpuSetBase
 from ._fifo import InputFifo, OutputFifo
 
 

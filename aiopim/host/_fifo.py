@@ -9,8 +9,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import timing
-from .._core import _fifo, _ops
-from .._core._errors import DpuError, DpuErrorCode
+from .._errors import DpuError, DpuErrorCode
+from .._ops import _fifo, _ops
 
 if TYPE_CHECKING:
     from ._dpuset import DpuSet

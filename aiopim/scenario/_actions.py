@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .._core import _ops
+from .._ops import _ops
 from ..host import DpuSet
 from ._replay import ReplayContext
 from ._spec import ActionKind, Param, Step, register_action

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 
 from .. import timing
-from .._core import _fifo
-from .._core._fifo import FifoLink
+from .._ops import _fifo
+from .._ops._fifo import FifoLink
 from ..dpu import FifoDecl, Program, Tasklet
 from ..host import DpuSet
 from ._actions import FIFO_XFER_FLAGS, TARGET, _target_check, chosen_dpus, flags_of

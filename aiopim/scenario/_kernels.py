@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 
 from .. import timing
-from .._core._kernel import Delay
-from .._core._program import DPU_MRAM_HEAP_POINTER_NAME
-from .._core._wramfifo import READ_PTR, WRITE_PTR
+from .._machine._program import DPU_MRAM_HEAP_POINTER_NAME
+from .._machine._wramfifo import READ_PTR, WRITE_PTR
+from .._runtime._kernel import Delay
 from ..dpu import DpuFault, FifoDecl, Program, Tasklet
 from ._spec import KernelKind, Param, ProgramSpec, parse_duration, register_kernel
 

@@ -28,20 +28,20 @@ import anyio
 import numpy as np
 
 from .. import timing
-from .._core import _fifo, _ops
-from .._core._emulator import Emulator
-from .._core._errors import DpuError
-from .._core._machine import MachineConfig
-from .._core._program import (
+from .._emulator import Emulator
+from .._errors import DpuError
+from .._machine._config import MachineConfig
+from .._machine._program import (
     DPU_MRAM_HEAP_POINTER_NAME,
     DpuProgram,
     MemoryImage,
     MemorySpace,
     Symbol,
 )
-from .._core._recorder import host_task_label
-from .._core._set import DpuSetBase
-from .._core._wramfifo import DATA_SIZE, INPUT_STRUCT_SIZE, OUTPUT_STRUCT_SIZE, PTR_SIZE
+from .._machine._recorder import host_task_label
+from .._machine._wramfifo import DATA_SIZE, INPUT_STRUCT_SIZE, OUTPUT_STRUCT_SIZE, PTR_SIZE
+from .._ops import _fifo, _ops
+from .._ops._set import DpuSetBase
 from ..dpu._fifo import check_fifo_geometry
 from ..trace import Timeline, chrome_trace
 from ._actions import CALLBACK_FLAGS, FIFO_XFER_FLAGS, XFER_FLAGS

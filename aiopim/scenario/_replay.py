@@ -11,12 +11,12 @@ from typing import Any, TypeVar
 import anyio
 import numpy as np
 
-from .._core._emulator import Emulator
-from .._core._errors import DpuError
-from .._core._fifo import FifoLink
-from .._core._kernel import PRIO_LATE
-from .._core._program import DpuProgram
-from .._core._recorder import host_task_label
+from .._emulator import Emulator
+from .._errors import DpuError
+from .._machine._program import DpuProgram
+from .._machine._recorder import host_task_label
+from .._ops._fifo import FifoLink
+from .._runtime._kernel import PRIO_LATE
 from ..host import DpuSet
 from ..trace import Summary, Timeline, chrome_trace, summarize
 from ..trace._timeline import dpu_name

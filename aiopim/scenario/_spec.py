@@ -17,12 +17,12 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from .. import timing
-from .._core._errors import DpuError, DpuErrorCode
-from .._core._machine import MachineConfig
+from .._errors import DpuError, DpuErrorCode
+from .._machine._config import MachineConfig
 from ._locate import Path, line_of, locate
 
 if TYPE_CHECKING:
-    from .._core._program import DpuProgram
+    from .._machine._program import DpuProgram
     from ._replay import ReplayContext
 
 

@@ -7,9 +7,9 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .._core._emulator import BACKENDS, Emulator
-from .._core._errors import PARALLEL_JOB_TYPES, DeadlockError
-from .._core._machine import MachineConfig
+from .._emulator import BACKENDS, Emulator
+from .._errors import PARALLEL_JOB_TYPES, DeadlockError
+from .._machine._config import MachineConfig
 from ._harness import Execution, new_emulator, recorder_of, replay_hint
 
 T = TypeVar("T")

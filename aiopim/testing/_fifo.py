@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import timing
-from .._core._dpu import Dpu
-from .._core._emulator import current_emulator
-from .._core._errors import DpuError, JobType
-from .._core._fifo import DpuQuirkWarning
-from .._core._machine import MachineConfig
-from .._core._wramfifo import WRITE_PTR
+from .._emulator import current_emulator
+from .._errors import DpuError, JobType
+from .._machine._config import MachineConfig
+from .._machine._dpu import Dpu
+from .._machine._wramfifo import WRITE_PTR
+from .._ops._fifo import DpuQuirkWarning
 from ..dpu import Program, Tasklet
 from ..dpu._fifo import check_fifo_geometry
 from ..host import DpuSet, InputFifo, OutputFifo

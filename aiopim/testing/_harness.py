@@ -6,10 +6,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from .._core._emulator import BACKENDS, Emulator
-from .._core._errors import DeadlockError
-from .._core._machine import MachineConfig
-from .._core._recorder import Recorder
+from .._emulator import BACKENDS, Emulator
+from .._errors import DeadlockError
+from .._machine._config import MachineConfig
+from .._machine._recorder import Recorder
 
 T = TypeVar("T")
 

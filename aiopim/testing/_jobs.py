@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import timing
-from .._core._emulator import current_emulator
-from .._core._errors import DpuError
-from .._core._machine import MachineConfig
+from .._emulator import current_emulator
+from .._errors import DpuError
+from .._machine._config import MachineConfig
 from ..dpu import Program, Tasklet
 from ..host import DpuSet
 from ..sdk import (

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import timing
-from .._core._emulator import Emulator
-from .._core._errors import DpuErrorCode
-from .._core._machine import MachineConfig
-from .._core._ops import ALL_RANKS_ID
-from .._core._program import DpuProgram, MemorySpace
+from .._emulator import Emulator
+from .._errors import DpuErrorCode
+from .._machine._config import MachineConfig
+from .._machine._program import DpuProgram, MemorySpace
+from .._ops._ops import ALL_RANKS_ID
 from ..sdk import (
     DPU_CALLBACK_ASYNC,
     DPU_CALLBACK_NONBLOCKING,

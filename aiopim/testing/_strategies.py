@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from .. import timing
-from .._core._machine import MachineConfig
-from .._core._wramfifo import MAX_PTR_SIZE as MAX_FIFO_PTR_SIZE
+from .._machine._config import MachineConfig
+from .._machine._wramfifo import MAX_PTR_SIZE as MAX_FIFO_PTR_SIZE
 from ..sdk import (
     DPU_CALLBACK_ASYNC,
     DPU_CALLBACK_NONBLOCKING,

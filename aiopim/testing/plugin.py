@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import trio
 
-from .._core._emulator import BACKENDS, Emulator
-from .._core._machine import MachineConfig
+from .._emulator import BACKENDS, Emulator
+from .._machine._config import MachineConfig
 from ._harness import DEFAULT_MACHINE, Pim, new_emulator
 
 

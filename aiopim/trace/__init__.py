@@ -6,7 +6,7 @@
 >>> write_chrome_trace(tl, "out.json"); print(summarize(tl).text())   # doctest: +SKIP
 """
 
-from .._core._recorder import Recorder, host_task
+from .._machine._recorder import Recorder, host_task
 from ._chrome import chrome_events, chrome_trace, write_chrome_trace
 from ._fifo import fifo_track, fill_counter  # also registers the WRAM FIFO event renderers
 from ._gantt import COLOURS, gantt, plot_timelines, save_gantt

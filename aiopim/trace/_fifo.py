@@ -1,6 +1,6 @@
 """How WRAM FIFO events are drawn: push/flush slices, retry instants, fill counters per DPU.
 
-The host side of the FIFOs (``aiopim._core._fifo``) records ``fifo_push``, ``fifo_retry``,
+The host side of the FIFOs (``aiopim._ops._fifo``) records ``fifo_push``, ``fifo_retry``,
 ``fifo_full`` and ``fifo_flush`` (with the virtual time the push or flush algorithm started) and
 ``fifo_ptrs`` (the pointer pairs the host read from WRAM, or holds after its own writes). They
 go on a ``FIFO <name>`` track of the rank, next to its jobs; the pointers become one

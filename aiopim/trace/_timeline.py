@@ -10,11 +10,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._core._errors import PARALLEL_JOB_TYPES, JobType
-from .._core._recorder import _DECODERS, Recorder
+from .._errors import PARALLEL_JOB_TYPES, JobType
+from .._machine._recorder import _DECODERS, Recorder
 
 if TYPE_CHECKING:
-    from .._core._emulator import Emulator
+    from .._emulator import Emulator
 
 HOST_PID = 0
 

@@ -10,13 +10,13 @@ from typing import Any, TypeVar
 import anyio
 import trio
 
-from ._bridge import Bridge, VirtualEventLoop, VirtualTrioClock
 from ._errors import DpuError, DpuErrorCode
-from ._kernel import HostWaiter, Kernel
-from ._machine import MachineConfig, Profile, machine_from_profile
-from ._ops import OpLog
-from ._rank import Rank
-from ._recorder import Recorder
+from ._machine._config import MachineConfig, Profile, machine_from_profile
+from ._machine._rank import Rank
+from ._machine._recorder import Recorder
+from ._ops._ops import OpLog
+from ._runtime._bridge import Bridge, VirtualEventLoop, VirtualTrioClock
+from ._runtime._kernel import HostWaiter, Kernel
 
 T = TypeVar("T")
 BACKENDS = ("asyncio", "trio")

@@ -15,23 +15,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import timing
-from ._errors import DpuError, DpuErrorCode, JobType
-from ._kernel import Command, Delay, Process
-from ._memory import Bytes
-from ._ops import (
-    DPU_XFER_ASYNC,
-    DPU_XFER_NO_RESET,
-    _inline_ranks,
-    _logged,
-    _submit,
-    common_program,
-    get_symbol,
-    host_view,
-    require_parallel_wram,
-)
-from ._program import MemorySpace, Symbol
-from ._rank import Job, Rank
-from ._wramfifo import (
+from .._errors import DpuError, DpuErrorCode, JobType
+from .._machine._memory import Bytes
+from .._machine._program import MemorySpace, Symbol
+from .._machine._rank import Job, Rank
+from .._machine._wramfifo import (
     DATA_SIZE,
     MASK64,
     MAX_PTR_SIZE,
@@ -44,10 +32,22 @@ from ._wramfifo import (
     struct_size,
     write_u64,
 )
+from .._runtime._kernel import Command, Delay, Process
+from ._ops import (
+    DPU_XFER_ASYNC,
+    DPU_XFER_NO_RESET,
+    _inline_ranks,
+    _logged,
+    _submit,
+    common_program,
+    get_symbol,
+    host_view,
+    require_parallel_wram,
+)
 
 if TYPE_CHECKING:
-    from ._dpu import Dpu
-    from ._recorder import Recorder
+    from .._machine._dpu import Dpu
+    from .._machine._recorder import Recorder
     from ._set import DpuSetBase
 
 E = DpuErrorCode

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import outcome
 import trio
 
-from ._errors import DeadlockError
+from .._errors import DeadlockError
 from ._kernel import INFINITY, HostWaiter, Kernel
 
 if TYPE_CHECKING:

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import timing
-from ._errors import PARALLEL_JOB_TYPES, DpuError, DpuErrorCode, JobType, encode_async_error
-from ._kernel import PRIO_LATE, HostWaiter, Kernel
+from .._errors import PARALLEL_JOB_TYPES, DpuError, DpuErrorCode, JobType, encode_async_error
+from .._runtime._kernel import PRIO_LATE, HostWaiter, Kernel
 
 if TYPE_CHECKING:
+    from .._emulator import Emulator
     from ._dpu import Dpu
-    from ._emulator import Emulator
 
 
 class JobFailed(Exception):

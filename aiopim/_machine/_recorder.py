@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ._errors import JobType
+from .._errors import JobType
 
 if TYPE_CHECKING:
     from ._dpu import Dpu

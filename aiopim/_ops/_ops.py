@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TextIO, TypeVar
 import numpy as np
 
 from .. import timing
-from ._errors import DpuError, DpuErrorCode, JobType
-from ._machine import parse_profile
-from ._memory import Bytes, as_bytes
-from ._program import DpuProgram, MemorySpace, Symbol, space_offset
-from ._rank import Job, JobFailed, Rank, SyncGroup
+from .._errors import DpuError, DpuErrorCode, JobType
+from .._machine._config import parse_profile
+from .._machine._memory import Bytes, as_bytes
+from .._machine._program import DpuProgram, MemorySpace, Symbol, space_offset
+from .._machine._rank import Job, JobFailed, Rank, SyncGroup
 from ._set import DpuSetBase
 
 if TYPE_CHECKING:
-    from ._dpu import Dpu
-    from ._emulator import Emulator
+    from .._emulator import Emulator
+    from .._machine._dpu import Dpu
 
 E = DpuErrorCode
 S = TypeVar("S", bound=DpuSetBase)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import timing
-from ._kernel import Command, Entry, Kernel, Process
+from .._runtime._kernel import Command, Entry, Kernel, Process
 from ._memory import Bytes, MramBank
 
 if TYPE_CHECKING:

@@ -7,10 +7,10 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Self
 
 if TYPE_CHECKING:
-    from ._dpu import Dpu
-    from ._emulator import Emulator
-    from ._program import DpuProgram
-    from ._rank import Rank
+    from .._emulator import Emulator
+    from .._machine._dpu import Dpu
+    from .._machine._program import DpuProgram
+    from .._machine._rank import Rank
 
 
 class DpuSetKind(IntEnum):

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field, replace
 
 from .. import timing
-from ._errors import DpuError, DpuErrorCode
+from .._errors import DpuError, DpuErrorCode
 
 MAX_NR_DPUS_PER_RANK = 64
 NR_THREADS_PER_RANK_MAX = 8
