@@ -3,10 +3,10 @@
 from ._emulator import Emulator, current_emulator, now, run
 from ._errors import DeadlockError, DpuError, DpuErrorCode, JobType, dpu_error_to_string
 from ._machine._config import MachineConfig
-from ._machine._dpu import DpuFault, FaultInfo
+from ._machine._dpu import FaultInfo
 from ._machine._program import DpuProgram, MemoryImage, MemorySpace, Symbol
 from ._ops._fifo import DpuQuirkWarning, FifoLink
-from .dpu import FifoDecl, Program, Tasklet
+from .dpu import DpuFault, FifoDecl, Program, Tasklet
 from .elf import ElfProgram, load_elf, register_model
 from .host import DpuSet, InputFifo, OutputFifo
 

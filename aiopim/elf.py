@@ -206,9 +206,9 @@ class DpuBehaviour(Protocol):
     """What executes a loaded ELF program when its DPU boots.
 
     ``start`` is called by :meth:`ElfProgram.boot` at the launch's virtual time; it must spawn
-    the tasklets with ``dpu.spawn_tasklet(tid, coroutine)`` (or spawn none: the DPU then stops
-    at once). :class:`PythonModel` is the implementation for Python kernels; an interpreter of
-    the DPU instruction set would implement this protocol too, reading ``program.images()``.
+    the tasklets with ``dpu.runner_of(TaskletRunner).spawn(tid, coroutine)`` (or spawn none:
+    the DPU then stops at once). :class:`PythonModel` is the implementation for Python
+    kernels.
     """
 
     def start(self, dpu: Dpu, program: ElfProgram) -> None:

@@ -12,6 +12,7 @@ from aiopim import DpuError, timing
 from aiopim._machine._dpu import Dpu
 from aiopim._machine._program import MRAM_BIT
 from aiopim.dpu import Var
+from aiopim.dpu._runner import TaskletRunner
 
 
 @dataclass
@@ -23,6 +24,12 @@ class Outcome:
     error: DpuError | None
     run_ps: list[int]
     log: str | None
+
+    @property
+    def runner(self) -> TaskletRunner:
+        """The Python-kernel engine state of the DPU (pipeline, DMA engine)."""
+        assert isinstance(self.dpu.runner, TaskletRunner)
+        return self.dpu.runner
 
 
 def run_dpu(

@@ -185,7 +185,7 @@ def test_printf_costs_instructions_and_8_byte_dmas() -> None:
     out = run_dpu(prog)
     instr = timing.PRINTF_INSTRUCTIONS + 8 * timing.PRINTF_PER_BYTE_INSTRUCTIONS
     assert out.run_ps == [run_time_ps(instr) + 2 * dma_ps(8, write=True)]
-    assert out.dpu.dma.requests == 2
+    assert out.runner.dma.requests == 2
 
 
 def test_log_buffer_wrapped_and_printf_overflow() -> None:

@@ -325,8 +325,8 @@ def test_seqread_sum_and_dma_count(cache: int) -> None:
     seek_reload = (
         1 if (prog.address_of(m) + 10) // cache != (prog.address_of(m) + n) // cache else 0
     )
-    assert out.dpu.dma.requests == 1 + pages + seek_reload
-    assert out.dpu.dma.bytes == 2 * cache * out.dpu.dma.requests
+    assert out.runner.dma.requests == 1 + pages + seek_reload
+    assert out.runner.dma.bytes == 2 * cache * out.runner.dma.requests
 
 
 def test_seqread_cache_size_is_checked() -> None:

@@ -1,6 +1,6 @@
 """DPU-side runtime for Python kernels, modelled on UPMEM's runtime library."""
 
-from .._machine._dpu import DpuFault, FaultInfo
+from .._machine._dpu import FaultInfo
 from ._alloc import BUDDY_MIN_BLOCK, FsbAllocator
 from ._errno import EALREADY, EINVAL, ENOMEM, NULL
 from ._fifo import FifoDecl
@@ -15,6 +15,7 @@ from ._perfcounter import (
     FAULT_PERFCOUNTER_CONFIG,
 )
 from ._program import BarrierDecl, MutexDecl, Program, Var
+from ._runner import DpuFault
 from ._stdio import FAULT_PRINTF_OVERFLOW, decode_log
 from ._sync import MutexPoolDecl, SemaphoreDecl, VMutexDecl
 from ._tasklet import (

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from .._machine._dpu import Dpu
     from .._machine._memory import Bytes
     from ._program import Var
+    from ._runner import TaskletRunner
     from ._tasklet import TaskletProgram
 
 
@@ -19,6 +20,7 @@ class TaskletBase:
 
     if TYPE_CHECKING:
         dpu: Dpu
+        runner: TaskletRunner
         program: TaskletProgram
         wram: Bytes
         _id: int

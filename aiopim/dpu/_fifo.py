@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import timing
-from .._machine._dpu import SpinCommand
 from .._machine._wramfifo import (
     DATA_PTR,
     DATA_SIZE,
@@ -33,6 +32,7 @@ from .._machine._wramfifo import (
     write_u64,
 )
 from ._base import TaskletBase
+from ._runner import SpinCommand
 
 if TYPE_CHECKING:
     from ._program import BarrierDecl, MutexDecl, Var
@@ -207,7 +207,7 @@ class FifoOps(TaskletBase):
             if condition():
                 return
             self._pending = 0  # this re-check is part of the spinning, which is accounted for
-            await SpinCommand(self.dpu, ranges, label)
+            await SpinCommand(self.runner, ranges, label)
 
     def _loop_state(self, fin: FifoDecl, fout: FifoDecl, active: Var) -> int:
         """0: process the head, 1: wait, 2: return (the helpers' loop test)."""

@@ -11,8 +11,8 @@ import numpy.typing as npt
 
 from .. import timing
 from .._errors import DpuError
-from .._machine._dpu import DmaCommand, DpuFault
 from .._machine._program import MRAM_BIT
+from ._runner import DmaCommand, DpuFault
 from ._sync import MRAM_UNALIGNED_VMUTEX, SyncMixin
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class MramMixin(SyncMixin):
             else:
                 data[:] = bank.read(mram, 8).tobytes()
 
-        await DmaCommand(self.dpu.dma, 8, write, apply)
+        await DmaCommand(self.runner.dma, 8, write, apply)
 
     # -- unaligned transfers ---------------------------------------
     async def mram_read_unaligned(self, mram: Var | int, buffer: int, nb_of_bytes: int) -> int:

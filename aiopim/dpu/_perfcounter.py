@@ -7,8 +7,8 @@ import math
 from dataclasses import dataclass
 
 from .. import timing
-from .._machine._dpu import DpuFault
 from ._base import TaskletBase
+from ._runner import DpuFault
 
 COUNT_SAME = 0
 COUNT_CYCLES = 1
@@ -55,7 +55,7 @@ class PerfcounterMixin(TaskletBase):
         if c.frozen_instructions is not None:
             instructions = c.frozen_instructions
         else:
-            instructions = self.dpu.pipeline.instructions - c.instructions_origin
+            instructions = self.runner.pipeline.instructions - c.instructions_origin
         mask = ~((1 << PERFCOUNTER_IMPRECISION_BITS) - 1)
         return cycles & mask, instructions & mask
 
@@ -89,7 +89,7 @@ class PerfcounterMixin(TaskletBase):
         c = self._counter()
         cycles, instructions = self._raw(c)
         previous = _selected(c.mode, cycles, instructions)
-        now, issued = self.dpu.kernel.now, self.dpu.pipeline.instructions
+        now, issued = self.dpu.kernel.now, self.runner.pipeline.instructions
         stop = config in (COUNT_NOTHING, COUNT_DISABLE_BOTH) or (
             config == COUNT_SAME and c.frozen_cycles is not None
         )
@@ -115,6 +115,6 @@ class PerfcounterMixin(TaskletBase):
         both = self._raw(c)
         if reset_value:
             self.dpu.boot_state["perfcounter"] = _Counter(
-                c.mode, self.dpu.kernel.now, self.dpu.pipeline.instructions
+                c.mode, self.dpu.kernel.now, self.runner.pipeline.instructions
             )
         return both

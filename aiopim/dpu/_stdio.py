@@ -18,9 +18,9 @@ import numpy as np
 
 from .. import timing
 from .._errors import DpuError, DpuErrorCode
-from .._machine._dpu import DpuFault
 from .._machine._program import MRAM_BIT
 from ._base import TaskletBase
+from ._runner import DpuFault
 
 if TYPE_CHECKING:
     from .._machine._dpu import Dpu

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import timing
-from .._machine._dpu import DpuFault
 from .._runtime._kernel import WaitQueue
 from ._base import TaskletBase
 from ._errno import EALREADY
+from ._runner import DpuFault
 
 if TYPE_CHECKING:
     from ._program import MutexDecl

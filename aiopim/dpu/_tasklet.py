@@ -8,13 +8,13 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import timing
-from .._machine._dpu import ComputeCommand, DmaCommand, DpuFault
 from .._machine._program import MRAM_BIT
 from .._runtime._kernel import WaitQueue
 from ._alloc import AllocMixin
 from ._fifo import FifoOps
 from ._mram import MramMixin
 from ._perfcounter import PerfcounterMixin
+from ._runner import ComputeCommand, DmaCommand, DpuFault, TaskletRunner
 from ._stdio import StdioMixin, reset_stdio
 
 if TYPE_CHECKING:
@@ -51,9 +51,10 @@ class TaskletProgram(Protocol):
 def start_tasklets(dpu: Dpu, program: TaskletProgram, main: MainFn) -> None:
     """Boot: reset the printf state, spawn one :class:`Tasklet` running ``main`` per
     ``NR_TASKLETS``."""
+    runner = dpu.runner_of(TaskletRunner)
     reset_stdio(dpu, program)
     for tid in range(program.nr_tasklets):
-        dpu.spawn_tasklet(tid, Tasklet(dpu, program, tid)._run(main))
+        runner.spawn(tid, Tasklet(runner, program, tid)._run(main))
 
 
 def _no_copy() -> None:
@@ -63,7 +64,9 @@ def _no_copy() -> None:
 class Tasklet(FifoOps, MramMixin, AllocMixin, StdioMixin, PerfcounterMixin):
     """The runtime of one tasklet, passed to the program's ``main``."""
 
-    def __init__(self, dpu: Dpu, program: TaskletProgram, tasklet_id: int) -> None:
+    def __init__(self, runner: TaskletRunner, program: TaskletProgram, tasklet_id: int) -> None:
+        dpu = runner.dpu
+        self.runner = runner
         self.dpu = dpu
         self.program = program
         self._id = tasklet_id
@@ -98,9 +101,9 @@ class Tasklet(FifoOps, MramMixin, AllocMixin, StdioMixin, PerfcounterMixin):
         n = self._pending
         if n:
             self._pending = 0
-            await ComputeCommand(self.dpu.pipeline, n)
+            await ComputeCommand(self.runner.pipeline, n)
         while self._deferred_dma:
-            await DmaCommand(self.dpu.dma, self._deferred_dma.pop(0), True, _no_copy)
+            await DmaCommand(self.runner.dma, self._deferred_dma.pop(0), True, _no_copy)
 
     # -- WRAM ---------------------------------------
     def view(
@@ -175,7 +178,7 @@ class Tasklet(FifoOps, MramMixin, AllocMixin, StdioMixin, PerfcounterMixin):
         def apply() -> None:
             dpu.wram[wram : wram + size] = dpu.mram.read(off, size)
 
-        await DmaCommand(dpu.dma, size, False, apply)
+        await DmaCommand(self.runner.dma, size, False, apply)
 
     async def mram_write(self, wram: int, mram: int, size: int) -> None:
         """``mram_write(from, to, size)``: WRAM → MRAM by DMA (blocks this tasklet)."""
@@ -186,7 +189,7 @@ class Tasklet(FifoOps, MramMixin, AllocMixin, StdioMixin, PerfcounterMixin):
         def apply() -> None:
             dpu.mram.write(off, dpu.wram[wram : wram + size].copy())
 
-        await DmaCommand(dpu.dma, size, True, apply)
+        await DmaCommand(self.runner.dma, size, True, apply)
 
     def _mram_addr(self, where: Var | int) -> int:
         from ._program import Var

@@ -329,7 +329,7 @@ class _Player:
         if rec is None:
             raise RuntimeError("run_fifo_ops needs an emulator created with record=True")
         got_push: set[int] = set()
-        # flat job tuples (time, kind, rank, seq, type, ...): see aiopim/_core/_recorder.py
+        # flat job tuples (time, kind, rank, seq, type, ...): see aiopim/_machine/_recorder.py
         for ev in rec.events[self.seen :]:
             kind = ev[1]
             if kind not in ("job_submit", "job_end", "job_flush") or ev[4] != _PUSH:

@@ -1,0 +1,321 @@
+"""Engine 1: Python kernels run as tasklet coroutines of the kernel.
+
+The :class:`TaskletRunner` of a DPU holds what the Python runtime needs around the tasklets:
+the revolver pipeline as processor sharing, the DMA engine and the tasklets busy-polling WRAM.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Coroutine
+from heapq import heappop, heappush
+from typing import TYPE_CHECKING, Any
+
+from .. import timing
+from .._machine._engine import DpuRunner
+from .._runtime._kernel import Command, Entry, Kernel, Process
+
+if TYPE_CHECKING:
+    from .._machine._dpu import Dpu
+
+
+class DpuFault(Exception):
+    """Raised inside DPU code to stop the DPU in fault (software ``code``, memory or DMA)."""
+
+    def __init__(self, reason: str, code: int | None = None) -> None:
+        self.reason = reason
+        self.code = code
+        super().__init__(reason if code is None else f"fault {code}: {reason}")
+
+
+class Pipeline:
+    """The revolver pipeline as processor sharing.
+
+    A tasklet issues at most one instruction every 11 cycles and the DPU at most one per cycle,
+    so each of ``n`` computing tasklets progresses at ``1/max(11, n)`` instruction per cycle.
+    ``attained`` is the service (instructions) every computing tasklet has received since the
+    pipeline was last empty; a tasklet that needs ``k`` more finishes when it reaches its target.
+    Checked against PrIM's hardware logs (``benchmarks/prim/report.py``): one tasklet takes
+    11 cycles per instruction and the DPU saturates at 11 tasklets, within 1 % from 1 to 24.
+    """
+
+    __slots__ = (
+        "_actor",
+        "_heap",
+        "_seq",
+        "_timer",
+        "attained",
+        "cycle_ps",
+        "instructions",
+        "kernel",
+        "n",
+        "spin_attained",
+        "spinning",
+        "t",
+    )
+
+    def __init__(self, kernel: Kernel, cycle_ps: float, actor: int) -> None:
+        self.kernel = kernel
+        self.cycle_ps = cycle_ps
+        self._actor = actor
+        self.n = 0
+        self.attained = 0.0
+        self.t = 0
+        self._heap: list[tuple[float, int, Process]] = []
+        self._seq = 0
+        self._timer: Entry | None = None
+        self.instructions = 0
+        #: tasklets busy-polling memory: they take issue slots but have no instruction target
+        self.spinning = 0
+        #: instructions each spinning tasklet has issued since the pipeline started spinning
+        self.spin_attained = 0.0
+
+    def reset(self) -> None:
+        """Forget every computing tasklet (DPU stopped)."""
+        if self._timer is not None:
+            Kernel.cancel(self._timer)
+            self._timer = None
+        self._heap.clear()
+        self.n = 0
+        self.attained = 0.0
+        self.spinning = 0
+
+    def _advance(self) -> None:
+        now = self.kernel.now
+        active = self.n + self.spinning
+        if active:
+            share = (now - self.t) / (max(timing.REVOLVER_CYCLES, active) * self.cycle_ps)
+            if self.n:
+                self.attained += share
+            if self.spinning:
+                self.spin_attained += share
+        self.t = now
+
+    def spin(self) -> float:
+        """A tasklet starts busy-polling; returns the spin mark to pass to :meth:`unspin`."""
+        self._advance()
+        self.spinning += 1
+        self._reschedule()
+        return self.spin_attained
+
+    def unspin(self, mark: float) -> None:
+        """A polling tasklet saw its condition; count the instructions it issued meanwhile."""
+        self._advance()
+        self.spinning -= 1
+        self.instructions += int(self.spin_attained - mark)
+        self._reschedule()
+
+    def compute(self, proc: Process, instructions: int) -> None:
+        """Run ``instructions`` for ``proc``; it resumes when they have issued."""
+        self._advance()
+        self.instructions += instructions
+        self._seq += 1
+        heappush(self._heap, (self.attained + instructions, self._seq, proc))
+        self.n += 1
+        self._reschedule()
+
+    def _reschedule(self) -> None:
+        if self._timer is not None:
+            Kernel.cancel(self._timer)
+            self._timer = None
+        if not self._heap:
+            self.attained = 0.0
+            return
+        remaining = self._heap[0][0] - self.attained
+        dt = remaining * max(timing.REVOLVER_CYCLES, self.n + self.spinning) * self.cycle_ps
+        when = self.kernel.now + max(0, math.ceil(dt - 1e-6))
+        self._timer = self.kernel.call_at(when, self._on_timer, None, self._actor)
+
+    def _on_timer(self, _: Any) -> None:
+        self._timer = None
+        self._advance()
+        heap = self._heap
+        k = self.kernel
+        while heap and heap[0][0] <= self.attained + 1e-6:
+            _, _, proc = heappop(heap)
+            self.n -= 1
+            k.call_soon(proc.resume, None, proc.actor)
+        self._reschedule()
+
+
+class ComputeCommand(Command):
+    """Await the issue of ``instructions`` in the DPU pipeline."""
+
+    __slots__ = ("instructions", "pipeline")
+
+    def __init__(self, pipeline: Pipeline, instructions: int) -> None:
+        self.pipeline = pipeline
+        self.instructions = instructions
+
+    def arm(self, proc: Process) -> None:
+        proc.blocked_on = "compute"
+        self.pipeline.compute(proc, self.instructions)
+
+
+class DmaEngine:
+    """The DPU's MRAM<->WRAM DMA engine: requests served in order, latencies overlap.
+
+    The engine moves one request at a time at 1/beta bytes per cycle (2 B/cycle, the MRAM
+    peak); the fixed part alpha of a request overlaps the bytes of the next one, so two
+    tasklets streaming 1 KiB blocks already saturate it (PrIM: COPY-DMA saturates with 2).
+    Issuing a DMA costs the tasklet no pipeline slot: a tasklet waiting for its DMA leaves the
+    pipeline to the others.
+    """
+
+    __slots__ = ("_actor", "bytes", "chip", "free_at", "kernel", "requests")
+
+    def __init__(self, kernel: Kernel, chip: timing.ChipProfile, actor: int) -> None:
+        self.kernel = kernel
+        self.chip = chip
+        self._actor = actor
+        self.free_at = 0
+        self.requests = 0
+        self.bytes = 0
+
+    def submit(self, size: int, write: bool, done: Callable[[Any], None], arg: Any) -> int:
+        """Queue a DMA of ``size`` bytes; ``done(arg)`` runs at completion. Returns its time."""
+        busy, latency = timing.dma_cycles(size, write=write)
+        k = self.kernel
+        start = max(k.now, self.free_at)
+        self.free_at = start + self.chip.cycles_to_ps(busy)
+        when = start + self.chip.cycles_to_ps(latency)
+        self.requests += 1
+        self.bytes += size
+        k.call_at(when, done, arg, self._actor)
+        return when
+
+
+class DmaCommand(Command):
+    """Await one DMA; ``apply`` copies the bytes when the transfer completes."""
+
+    __slots__ = ("apply", "engine", "size", "write")
+
+    def __init__(
+        self, engine: DmaEngine, size: int, write: bool, apply: Callable[[], None]
+    ) -> None:
+        self.engine = engine
+        self.size = size
+        self.write = write
+        self.apply = apply
+
+    def arm(self, proc: Process) -> None:
+        proc.blocked_on = "DMA"
+        self.engine.submit(self.size, self.write, self._complete, proc)
+
+    def _complete(self, proc: Process) -> None:
+        if proc.done:
+            return
+        try:
+            self.apply()
+        except BaseException as exc:
+            proc.throw(exc)
+            return
+        proc.resume(None)
+
+
+class SpinCommand(Command):
+    """Busy-poll WRAM: the tasklet keeps its issue slot until a watched range is written.
+
+    The poll loop's instructions are not stepped one by one: the tasklet sits in the pipeline
+    as a spinner (slowing its neighbours like a real polling loop) and is resumed when the host
+    (or a FIFO operation) writes any of ``ranges``.
+    """
+
+    __slots__ = ("label", "mark", "proc", "ranges", "runner")
+
+    def __init__(self, runner: TaskletRunner, ranges: list[tuple[int, int]], label: str) -> None:
+        self.runner = runner
+        self.ranges = ranges
+        self.label = label
+        self.mark = 0.0
+        self.proc: Process  # set by arm(); only armed commands are in Dpu.spinners
+
+    def arm(self, proc: Process) -> None:
+        proc.blocked_on = self.label
+        self.proc = proc
+        self.mark = self.runner.pipeline.spin()
+        self.runner.spinners.append(self)
+
+    def watches(self, start: int, end: int) -> bool:
+        """True if ``[start, end)`` overlaps a watched range."""
+        return any(lo < end and start < hi for lo, hi in self.ranges)
+
+
+class TaskletRunner(DpuRunner):
+    """The tasklets of a Python kernel on one DPU, with its pipeline and DMA engine."""
+
+    def __init__(self, dpu: Dpu) -> None:
+        super().__init__(dpu)
+        self.kernel = dpu.kernel
+        self.pipeline = Pipeline(dpu.kernel, dpu.chip.cycle_ps, dpu.actor)
+        self.dma = DmaEngine(dpu.kernel, dpu.chip, dpu.actor)
+        self.tasklets: list[Process] = []
+        self._live = 0
+        #: tasklets busy-polling WRAM, resumed by :meth:`wram_written`
+        self.spinners: list[SpinCommand] = []
+
+    def spawn(self, tasklet_id: int, coro: Coroutine[Any, Any, Any]) -> Process:
+        """Start one tasklet coroutine on this DPU."""
+        dpu = self.dpu
+        proc = self.kernel.spawn(
+            coro,
+            actor=dpu.actor | tasklet_id,
+            name=f"DPU {dpu.name} tasklet {tasklet_id}",
+            on_exit=self._tasklet_exit,
+        )
+        self.tasklets.append(proc)
+        self._live += 1
+        return proc
+
+    def live_threads(self) -> int:
+        return self._live
+
+    def _tasklet_exit(self, proc: Process, exc: BaseException | None) -> None:
+        dpu = self.dpu
+        if not dpu.running:
+            return
+        self._live -= 1
+        if exc is not None:
+            tid = proc.actor & 31
+            if isinstance(exc, DpuFault):
+                dpu.stop_in_fault(exc.reason, exc.code, tid, exc)
+            else:
+                dpu.stop_in_fault(
+                    f"unhandled {type(exc).__name__} in tasklet {tid}: {exc}", None, tid, exc
+                )
+            return
+        if self._live == 0:
+            dpu.run_ended()
+
+    def halt(self) -> None:
+        self.pipeline.reset()
+        self.spinners = []
+        for proc in self.tasklets:
+            if not proc.done:
+                proc.done = True
+                proc.coro.close()
+        self.tasklets = []
+        self._live = 0
+
+    def wram_written(self, start: int, length: int) -> None:
+        """Resume the tasklets polling ``[start, start+length)``."""
+        if not self.spinners:
+            return
+        end = start + length
+        keep: list[SpinCommand] = []
+        for spin in self.spinners:  # a spinner's tasklet is parked: it cannot have exited
+            if spin.watches(start, end):
+                self.pipeline.unspin(spin.mark)
+                proc = spin.proc
+                proc.blocked_on = None
+                self.kernel.call_soon(proc.resume, None, proc.actor)
+            else:
+                keep.append(spin)
+        self.spinners = keep
+
+    def blocked(self) -> list[str]:
+        return [
+            f"{p.name} waiting on {p.blocked_on or 'something'}"
+            for p in self.tasklets
+            if not p.done
+        ]
