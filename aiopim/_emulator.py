@@ -15,11 +15,22 @@ from ._machine._config import MachineConfig, Profile, machine_from_profile
 from ._machine._rank import Rank
 from ._machine._recorder import Recorder
 from ._ops._ops import OpLog
-from ._runtime._bridge import Bridge, VirtualEventLoop, VirtualTrioClock
-from ._runtime._kernel import HostWaiter, Kernel
+from ._runtime._backends import (
+    BACKENDS as BACKEND_CLASSES,
+)
+from ._runtime._backends import (
+    AsyncioBackend,
+    TrioBackend,
+    VirtualEventLoop,
+    VirtualTrioClock,
+    backend_class,
+)
+from ._runtime._bridge import Bridge
+from ._runtime._kernel import HostWaiter, Kernel, ps_to_seconds
 
 T = TypeVar("T")
-BACKENDS = ("asyncio", "trio")
+#: names of the host backends, in a fixed order
+BACKENDS: tuple[str, ...] = tuple(BACKEND_CLASSES)
 
 
 class Emulator:
@@ -106,20 +117,16 @@ class Emulator:
     # -- running ---------------------------------------
     def asyncio_loop_factory(self) -> asyncio.AbstractEventLoop:
         """An asyncio event loop running in this emulator's virtual time."""
-        self.bridge.backend = "asyncio"
-        return VirtualEventLoop(self.bridge)
+        return AsyncioBackend(self.bridge).loop_factory()
 
     def trio_clock(self) -> trio.abc.Clock:
         """A trio clock running this emulator's virtual time (pass as ``clock=``)."""
-        return VirtualTrioClock(self.bridge)
+        return TrioBackend(self.bridge).clock()
 
     def anyio_backend(self, backend: str) -> tuple[str, dict[str, Any]]:
         """``(name, options)`` for ``anyio.run`` or the anyio pytest plugin's ``anyio_backend``."""
-        if backend == "asyncio":
-            return "asyncio", {"loop_factory": self.asyncio_loop_factory}
-        if backend == "trio":
-            return "trio", {"clock": self.trio_clock()}
-        raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
+        cls = backend_class(backend)
+        return cls.name, cls(self.bridge).anyio_options()
 
     def run(self, main: Callable[..., Awaitable[T]], *args: Any, backend: str = "asyncio") -> T:
         """Run ``main(*args)`` as the host program, in virtual time, on ``backend``."""
@@ -240,7 +247,7 @@ def _emulator_of(bridge: Bridge) -> Emulator | None:
 
 def now() -> float:
     """Current virtual time in seconds."""
-    return current_emulator().kernel.now / 1e12
+    return ps_to_seconds(current_emulator().kernel.now)
 
 
 def run(

@@ -15,6 +15,19 @@ from heapq import heappop, heappush
 from typing import Any
 
 INFINITY = 1 << 127
+PS_PER_SECOND = 10**12
+
+
+def seconds_to_ps(seconds: float) -> int:
+    """Host seconds as kernel picoseconds: the nearest picosecond (the one conversion used
+    for every host duration and deadline, on both backends)."""
+    return round(seconds * 1e12)
+
+
+def ps_to_seconds(ps: int) -> float:
+    """Kernel picoseconds as host seconds."""
+    return ps / 1e12
+
 
 #: Priorities inside one instant: lower runs first.
 PRIO_NORMAL = 1
