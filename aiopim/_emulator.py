@@ -14,7 +14,7 @@ from ._errors import DpuError, DpuErrorCode
 from ._machine._config import MachineConfig, Profile, machine_from_profile
 from ._machine._rank import Rank
 from ._machine._recorder import Recorder
-from ._ops._ops import OpLog
+from ._ops._oplog import OpLog
 from ._runtime._backends import (
     BACKENDS as BACKEND_CLASSES,
 )

@@ -51,6 +51,7 @@ from elftools.elf.sections import SymbolTableSection
 
 from . import timing
 from ._errors import DpuError, DpuErrorCode
+from ._machine._dpulog import STDOUT_BUFFER, STDOUT_BUFFER_STATE, LogBuffer
 from ._machine._program import (
     ATOMIC_BASE,
     DPU_MRAM_HEAP_POINTER_NAME,
@@ -738,6 +739,13 @@ class ElfProgram(DpuProgram):
         if sym is None:
             raise DpuError(E.DPU_ERR_UNKNOWN_SYMBOL, f"{self.name!r} has no symbol {name!r}")
         return sym
+
+    def log_buffer(self) -> LogBuffer | None:
+        """The binary's ``__stdout_buffer`` and ``__stdout_buffer_state``, if it links printf."""
+        buf, state = self._defined.get(STDOUT_BUFFER), self._defined.get(STDOUT_BUFFER_STATE)
+        if buf is None or state is None:
+            return None
+        return LogBuffer(buf.address, buf.size, state.address)
 
     def address_of(self, where: str | Var) -> int:
         """DPU address of a symbol by name (or of a :class:`~aiopim.dpu.Var` by its name),

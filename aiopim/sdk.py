@@ -12,10 +12,11 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
+from . import _ops
 from ._emulator import current_emulator
 from ._errors import DpuError, DpuErrorCode, JobType, dpu_error_to_string
 from ._machine._program import DPU_MRAM_HEAP_POINTER_NAME, DpuProgram, Symbol
-from ._ops import _fifo, _ops
+from ._ops import CallbackMode, XferMode, _fifo
 from ._ops._set import DpuSetKind
 from .elf import Model, load_elf
 from .host._dpuset import DpuSet
@@ -120,7 +121,7 @@ def dpu_get_symbol(program: DpuProgram, name: str) -> Symbol:
 # execution --------------------------------------------------------------------------------------
 async def dpu_launch(dpu_set: DpuSet, policy: int) -> None:
     """``DPU_SYNCHRONOUS`` waits for the DPUs; any other value returns once queued."""
-    await _ops.launch(dpu_set, policy)
+    await _ops.launch(dpu_set, policy == DPU_SYNCHRONOUS)
 
 
 async def dpu_sync(dpu_set: DpuSet) -> None:
@@ -143,42 +144,44 @@ async def dpu_push_xfer(
     dpu_set: DpuSet, xfer: int, symbol_name: str, offset: int, length: int, flags: int
 ) -> None:
     """Transfer ``length`` bytes between each DPU's symbol and its prepared buffer."""
-    await _ops.push_xfer(dpu_set, xfer, symbol_name, offset, length, flags)
+    await _ops.push_xfer(
+        dpu_set, _to_dpu(xfer), symbol_name, offset, length, XferMode.from_flags(flags)
+    )
 
 
 async def dpu_push_xfer_symbol(
     dpu_set: DpuSet, xfer: int, symbol: Symbol, offset: int, length: int, flags: int
 ) -> None:
     """``dpu_push_xfer`` with a symbol (address, size) instead of a name."""
-    await _ops.push_xfer(dpu_set, xfer, symbol, offset, length, flags)
+    await _ops.push_xfer(dpu_set, _to_dpu(xfer), symbol, offset, length, XferMode.from_flags(flags))
 
 
 async def dpu_broadcast_to(
     dpu_set: DpuSet, symbol_name: str, offset: int, src: Any, length: int, flags: int
 ) -> None:
     """Write the same buffer to every DPU (PARALLEL is ignored, as in the SDK)."""
-    await _ops.broadcast_to(dpu_set, symbol_name, offset, src, length, flags)
+    await _ops.broadcast_to(dpu_set, symbol_name, offset, src, length, XferMode.from_flags(flags))
 
 
 async def dpu_broadcast_to_symbol(
     dpu_set: DpuSet, symbol: Symbol, offset: int, src: Any, length: int, flags: int
 ) -> None:
     """``dpu_broadcast_to`` with a symbol."""
-    await _ops.broadcast_to(dpu_set, symbol, offset, src, length, flags)
+    await _ops.broadcast_to(dpu_set, symbol, offset, src, length, XferMode.from_flags(flags))
 
 
 async def dpu_copy_to(
     dpu_set: DpuSet, symbol_name: str, offset: int, src: Any, length: int
 ) -> None:
     """Synchronous broadcast."""
-    await _ops.broadcast_to(dpu_set, symbol_name, offset, src, length, DPU_XFER_DEFAULT)
+    await _ops.broadcast_to(dpu_set, symbol_name, offset, src, length, XferMode())
 
 
 async def dpu_copy_to_symbol(
     dpu_set: DpuSet, symbol: Symbol, offset: int, src: Any, length: int
 ) -> None:
     """``dpu_copy_to`` with a symbol."""
-    await _ops.broadcast_to(dpu_set, symbol, offset, src, length, DPU_XFER_DEFAULT)
+    await _ops.broadcast_to(dpu_set, symbol, offset, src, length, XferMode())
 
 
 async def dpu_copy_from(
@@ -221,7 +224,7 @@ def dpu_fifo_prepare_xfer(dpu_set: DpuSet, link: dpu_fifo_link_t, buffer: Any) -
 
 async def dpu_fifo_push_xfer(dpu_set: DpuSet, link: dpu_fifo_link_t, flags: int) -> None:
     """Push one element per DPU (input link) or drain every DPU's FIFO (output link)."""
-    await _fifo.fifo_push_xfer(dpu_set, link, flags)
+    await _fifo.fifo_push_xfer(dpu_set, link, XferMode.from_flags(flags))
 
 
 def dpu_fifo_set_push_max_retries(link: dpu_fifo_link_t, dpu_set: DpuSet, n: int) -> None:
@@ -251,6 +254,15 @@ def get_fifo_max_size(link: dpu_fifo_link_t, rank: DpuSet) -> int:
     return max((_fifo.fifo_size(link, d) for d in rank.dpu_list), default=0)
 
 
+def _to_dpu(xfer: int) -> bool:
+    if xfer not in (DPU_XFER_TO_DPU, DPU_XFER_FROM_DPU):
+        raise DpuError(
+            DpuErrorCode.DPU_ERR_INVALID_MEMORY_TRANSFER,
+            f"xfer must be DPU_XFER_TO_DPU or DPU_XFER_FROM_DPU, not {xfer}",
+        )
+    return xfer == DPU_XFER_TO_DPU
+
+
 def _one_dpu(dpu: DpuSet) -> Dpu:
     if not dpu.is_single_dpu:
         raise DpuError(DpuErrorCode.DPU_ERR_INVALID_DPU_SET, "pass a single DPU (dpu_foreach)")
@@ -262,7 +274,7 @@ async def dpu_callback(
     dpu_set: DpuSet, callback: Callable[[DpuSet, int, Any], Any], args: Any, flags: int
 ) -> None:
     """Schedule ``callback(set, rank_id, args)`` between the queued jobs (see the flag table)."""
-    await _ops.callback(dpu_set, callback, args, flags)
+    await _ops.callback(dpu_set, callback, args, CallbackMode.from_flags(flags))
 
 
 def dpu_log_read(dpu_set: DpuSet, stream: TextIO | None = None) -> None:

@@ -11,6 +11,7 @@ from runtime_helpers import dma_ps, mram_bytes, run_dpu
 
 import aiopim
 from aiopim import timing
+from aiopim._machine._dpulog import encode_printf
 from aiopim.dpu import (
     COUNT_CYCLES,
     COUNT_ENABLE_BOTH,
@@ -23,7 +24,6 @@ from aiopim.dpu import (
     FAULT_PRINTF_OVERFLOW,
     decode_log,
 )
-from aiopim.dpu._stdio import encode_printf
 from aiopim.sdk import (
     DPU_ERR_DPU_FAULT,
     DPU_ERR_LOG_BUFFER_TOO_SMALL,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..timing import ChipProfile
     from ._dpu import Dpu
+    from ._dpulog import LogBuffer
 
 IRAM_BIT = 0x80000000
 MRAM_BIT = 0x08000000
@@ -106,6 +107,10 @@ class DpuProgram(ABC):
     @abstractmethod
     def images(self) -> list[MemoryImage]:
         """Memory images written into every DPU at load."""
+
+    def log_buffer(self) -> LogBuffer | None:
+        """Where the program's ``printf`` writes its log (None if it does not use printf)."""
+        return None
 
     def check_fits(self, chip: ChipProfile) -> None:  # noqa: B027
         """Raise :class:`DpuError` if the program cannot run on ``chip``."""

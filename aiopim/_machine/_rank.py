@@ -13,88 +13,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import timing
-from .._errors import PARALLEL_JOB_TYPES, DpuError, DpuErrorCode, JobType, encode_async_error
+from .._errors import DpuError, DpuErrorCode, JobType, encode_async_error
 from .._runtime._kernel import PRIO_LATE, HostWaiter, Kernel
+from ._jobs import Job, JobFailed
 
 if TYPE_CHECKING:
     from .._emulator import Emulator
     from ._dpu import Dpu
-
-
-class JobFailed(Exception):
-    """Raised by a job body: the job fails with ``code``."""
-
-    def __init__(self, code: DpuErrorCode, message: str = "") -> None:
-        self.code = code
-        self.message = message
-        super().__init__(f"{code.name}: {message}")
-
-
-class SyncGroup:
-    """Waits for one SYNC/SYNC_PARALLEL job on each rank of a synchronous call."""
-
-    __slots__ = ("errors", "remaining", "waiter")
-
-    def __init__(self, waiter: HostWaiter, nr_ranks: int) -> None:
-        self.waiter = waiter
-        self.remaining = nr_ranks
-        self.errors: list[tuple[Rank, int, str]] = []
-
-    def rank_done(self, rank: Rank, error: int) -> None:
-        if error:
-            self.errors.append((rank, error, rank.job_error_message))
-        self.remaining -= 1
-        if self.remaining == 0:
-            if self.waiter.pending and self.errors:
-                # The synchronous caller knows the queue state: it recovers the ranks (§2.2).
-                for r, _, _ in self.errors:
-                    r.job_error = 0
-            self.errors.sort(key=lambda e: e[0].index)
-            self.waiter.resolve(self.errors)
-
-
-#: What a job body returns: its duration in ps, or None when something else finishes it
-JobBody = Callable[["Job"], "int | None"]
-
-
-class Job:
-    """One entry of a rank's queue."""
-
-    __slots__ = (
-        "apply",
-        "body",
-        "end_ps",
-        "info",
-        "parallel",
-        "rank",
-        "seq",
-        "start_ps",
-        "submit_ps",
-        "sync_group",
-        "type",
-    )
-
-    def __init__(
-        self,
-        rank: Rank,
-        job_type: JobType,
-        body: JobBody | None = None,
-        *,
-        info: dict[str, Any] | None = None,
-        sync_group: SyncGroup | None = None,
-    ) -> None:
-        self.rank = rank
-        self.type = job_type
-        self.parallel = job_type in PARALLEL_JOB_TYPES
-        self.body = body
-        #: effects applied when the job ends (data copied)
-        self.apply: Callable[[], None] | None = None
-        self.info = info or {}
-        self.sync_group = sync_group
-        self.seq = 0
-        self.submit_ps = 0
-        self.start_ps = -1
-        self.end_ps = -1
 
 
 class Rank:
@@ -177,28 +102,24 @@ class Rank:
         rec = self.emulator.recorder
         if rec is not None:
             rec.job_started(job)
-        if job.body is None:
-            duration: int | None = 0
-        else:
-            try:
-                duration = job.body(job)
-            except JobFailed as failure:
-                job.info["error"] = failure.message
-                self.finish(job, failure.code)
-                return
+        try:
+            duration = job.start()
+        except JobFailed as failure:
+            job.info["error"] = failure.message
+            self.finish(job, failure.code)
+            return
         if duration == 0:
             self._end(job)  # SYNC and other instant jobs: no heap round trip
         elif duration is not None:
             self.kernel.call_at(self.kernel.now + duration, self._end, job, self.actor)
 
     def _end(self, job: Job) -> None:
-        if job.apply is not None:
-            try:
-                job.apply()
-            except JobFailed as failure:
-                job.info["error"] = failure.message
-                self.finish(job, failure.code)
-                return
+        try:
+            job.complete()
+        except JobFailed as failure:
+            job.info["error"] = failure.message
+            self.finish(job, failure.code)
+            return
         self.finish(job, DpuErrorCode.DPU_OK)
 
     def finish(self, job: Job, code: DpuErrorCode) -> None:

@@ -26,7 +26,8 @@ from .._errors import JobType
 
 if TYPE_CHECKING:
     from ._dpu import Dpu
-    from ._rank import Job, Rank
+    from ._jobs import Job
+    from ._rank import Rank
 
 
 class _Clock(Protocol):

@@ -9,16 +9,17 @@ captured by the last push/flush). The push/flush algorithms follow ``dpu_copy_to
 from __future__ import annotations
 
 import warnings
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import timing
 from .._errors import DpuError, DpuErrorCode, JobType
+from .._machine._jobs import Job
 from .._machine._memory import Bytes
 from .._machine._program import MemorySpace, Symbol
-from .._machine._rank import Job, Rank
+from .._machine._rank import Rank
 from .._machine._wramfifo import (
     DATA_SIZE,
     MASK64,
@@ -33,17 +34,11 @@ from .._machine._wramfifo import (
     write_u64,
 )
 from .._runtime._kernel import Command, Delay, Process
-from ._ops import (
-    DPU_XFER_ASYNC,
-    DPU_XFER_NO_RESET,
-    _inline_ranks,
-    _logged,
-    _submit,
-    common_program,
-    get_symbol,
-    host_view,
-    require_parallel_wram,
-)
+from ._flags import XferMode
+from ._load import common_program, get_symbol
+from ._oplog import logged
+from ._submit import inline_ranks, submit
+from ._xfer import host_view, require_parallel_wram
 
 if TYPE_CHECKING:
     from .._machine._dpu import Dpu
@@ -237,8 +232,8 @@ def fifo_elem(link: FifoLink, dpu: Dpu, buf: Any, i: int) -> Bytes:
 # ================================================================================================
 # the push job
 # ================================================================================================
-@_logged("fifo_push_xfer")
-async def fifo_push_xfer(dset: DpuSetBase, link: FifoLink, flags: int) -> None:
+@logged("fifo_push_xfer")
+async def fifo_push_xfer(dset: DpuSetBase, link: FifoLink, mode: XferMode) -> None:
     """``dpu_fifo_push_xfer``: one PARALLEL_FIFO_PUSH or _FLUSH job per rank."""
     require_parallel_wram(dset, "WRAM FIFOs")
     single = dset._dpu
@@ -253,20 +248,19 @@ async def fifo_push_xfer(dset: DpuSetBase, link: FifoLink, flags: int) -> None:
             per_rank.setdefault(d.rank.index, {})[d.index] = host_view(
                 buf, need, writable=not link.is_input, who=f"the FIFO buffer of DPU {d.name}"
             )
-    if not flags & DPU_XFER_NO_RESET:
+    if mode.reset:
         for d in dset.dpu_list:
             link.rank_fifo(d.rank).matrix.pop(d.index, None)
 
-    def algorithm(rank: Rank) -> Coroutine[Any, Any, tuple[DpuErrorCode, str]]:
+    def algorithm(rank: Rank) -> FifoAlgorithm:
         dpus = [single] if single is not None else rank.enabled_dpus
         buffers = per_rank.get(rank.index, {})
         if link.is_input:
             return _push_input(link, rank, dpus, buffers)
         return _flush_output(link, rank, dpus, buffers)
 
-    wait = not flags & DPU_XFER_ASYNC
     ranks = dset.rank_list
-    if wait and _inline_ranks(ranks):
+    if mode.wait and inline_ranks(ranks):
         code, message = await _drive_inline(dset, algorithm(ranks[0]))
         if code != E.DPU_OK:
             raise DpuError(code, f"rank {ranks[0].index}: {message}")
@@ -274,38 +268,52 @@ async def fifo_push_xfer(dset: DpuSetBase, link: FifoLink, flags: int) -> None:
 
     def make(rank: Rank) -> Job:
         buffers = per_rank.get(rank.index, {})
-        job = Job(
-            rank,
-            jt,
-            info={"fifo": link.name, "dpus": len(buffers), "flags": flags},
-        )
+        info = {"fifo": link.name, "dpus": len(buffers), "flags": mode.flags}
+        return FifoJob(rank, jt, info, lambda: algorithm(rank))
 
-        def body(j: Job) -> None:
-            async def run() -> None:
-                code, message = await algorithm(rank)
-                if message:
-                    j.info["error"] = message
-                rank.finish(j, code)
-
-            def crashed(_: Process, exc: BaseException | None) -> None:
-                if exc is not None:
-                    rank.kernel.crashed = exc
-
-            name = f"{jt.name} on rank {rank.index}"
-            rank.kernel.spawn(run(), actor=rank.actor, name=name, on_exit=crashed)
-            return None
-
-        job.body = body
-        return job
-
-    await _submit(
-        dset, make, wait=wait, parallel=True, what="fifo_push" if link.is_input else "fifo_flush"
-    )
+    what = "fifo_push" if link.is_input else "fifo_flush"
+    await submit(dset, make, wait=mode.wait, parallel=True, what=what)
 
 
-async def _drive_inline(
-    dset: DpuSetBase, coro: Coroutine[Any, Any, tuple[DpuErrorCode, str]]
-) -> tuple[DpuErrorCode, str]:
+#: a push or flush pass by pass, as a kernel process: (error code, message) at the end
+FifoAlgorithm = Coroutine[Any, Any, tuple[DpuErrorCode, str]]
+
+
+class FifoJob(Job):
+    """PARALLEL_FIFO_PUSH / _FLUSH: the SDK's algorithm runs as a kernel process that ends
+    the job itself."""
+
+    __slots__ = ("algorithm",)
+
+    def __init__(
+        self,
+        rank: Rank,
+        job_type: JobType,
+        info: dict[str, Any],
+        algorithm: Callable[[], FifoAlgorithm],
+    ) -> None:
+        super().__init__(rank, job_type, info=info)
+        self.algorithm = algorithm
+
+    def start(self) -> None:
+        rank = self.rank
+
+        async def run() -> None:
+            code, message = await self.algorithm()
+            if message:
+                self.info["error"] = message
+            rank.finish(self, code)
+
+        def crashed(_: Process, exc: BaseException | None) -> None:
+            if exc is not None:
+                rank.kernel.crashed = exc
+
+        name = f"{self.type.name} on rank {rank.index}"
+        rank.kernel.spawn(run(), actor=rank.actor, name=name, on_exit=crashed)
+        return None
+
+
+async def _drive_inline(dset: DpuSetBase, coro: FifoAlgorithm) -> tuple[DpuErrorCode, str]:
     """Run a push/flush algorithm from a blocking callback on its own rank (spec §3.4)."""
     emu = dset.emulator
     value: Any = None

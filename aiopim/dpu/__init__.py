@@ -1,6 +1,7 @@
 """DPU-side runtime for Python kernels, modelled on UPMEM's runtime library."""
 
 from .._machine._dpu import FaultInfo
+from .._machine._dpulog import decode_log
 from ._alloc import BUDDY_MIN_BLOCK, FsbAllocator
 from ._errno import EALREADY, EINVAL, ENOMEM, NULL
 from ._fifo import FifoDecl
@@ -16,7 +17,7 @@ from ._perfcounter import (
 )
 from ._program import BarrierDecl, MutexDecl, Program, Var
 from ._runner import DpuFault
-from ._stdio import FAULT_PRINTF_OVERFLOW, decode_log
+from ._stdio import FAULT_PRINTF_OVERFLOW
 from ._sync import MutexPoolDecl, SemaphoreDecl, VMutexDecl
 from ._tasklet import (
     FAULT_ASSERT,

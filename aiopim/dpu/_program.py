@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import DpuError, DpuErrorCode
+from .._machine._dpulog import STDOUT_BUFFER, STDOUT_BUFFER_STATE, LogBuffer
 from .._machine._program import (
     DPU_MRAM_HEAP_POINTER_NAME,
     MRAM_BIT,
@@ -23,12 +24,7 @@ from .._machine._program import (
 from .._machine._wramfifo import struct_size
 from ._fifo import FifoDecl, check_fifo_geometry
 from ._mram import DEFAULT_SEQREAD_CACHE_SIZE, SEQREAD_CACHE_SIZES
-from ._stdio import (
-    DEFAULT_STDOUT_BUFFER_SIZE,
-    STDOUT_BUFFER,
-    STDOUT_BUFFER_STATE,
-    StdioContext,
-)
+from ._stdio import DEFAULT_STDOUT_BUFFER_SIZE
 from ._sync import MutexPoolDecl, SemaphoreDecl, VMutexDecl
 
 if TYPE_CHECKING:
@@ -297,12 +293,12 @@ class Program(DpuProgram):
             self._symbols = syms
         return self._symbols
 
-    def stdio_context(self) -> StdioContext | None:
+    def log_buffer(self) -> LogBuffer | None:
         """Where ``printf`` writes (None without stdio)."""
         if not self.stdio:
             return None
         layout = self._lay_out()
-        return StdioContext(
+        return LogBuffer(
             layout[STDOUT_BUFFER], self.stdout_buffer_size, layout[STDOUT_BUFFER_STATE]
         )
 

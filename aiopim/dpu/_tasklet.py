@@ -19,6 +19,7 @@ from ._stdio import StdioMixin, reset_stdio
 
 if TYPE_CHECKING:
     from .._machine._dpu import Dpu
+    from .._machine._dpulog import LogBuffer
     from ._program import BarrierDecl, MainFn, Var
 
 #: software fault codes of dpufault.h (spec §5.8)
@@ -47,12 +48,14 @@ class TaskletProgram(Protocol):
 
     def address_of(self, where: Var | str) -> int: ...
 
+    def log_buffer(self) -> LogBuffer | None: ...
+
 
 def start_tasklets(dpu: Dpu, program: TaskletProgram, main: MainFn) -> None:
     """Boot: reset the printf state, spawn one :class:`Tasklet` running ``main`` per
     ``NR_TASKLETS``."""
     runner = dpu.runner_of(TaskletRunner)
-    reset_stdio(dpu, program)
+    reset_stdio(dpu, program.log_buffer())
     for tid in range(program.nr_tasklets):
         runner.spawn(tid, Tasklet(runner, program, tid)._run(main))
 

@@ -9,11 +9,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .. import _ops
 from .._emulator import Emulator, current_emulator
 from .._errors import DpuError, DpuErrorCode
 from .._machine._dpu import FaultInfo
 from .._machine._program import DpuProgram, Symbol
-from .._ops import _fifo, _ops
+from .._ops import CallbackMode, XferMode, _fifo
 from .._ops._set import DpuSetBase
 from ._fifo import InputFifo, OutputFifo
 
@@ -101,7 +102,7 @@ class DpuSet(DpuSetBase):
     # -- execution ---------------------------------------
     async def launch(self, *, wait: bool = True) -> None:
         """Boot the DPUs; with ``wait=False`` return once the launch is queued."""
-        await _ops.launch(self, _ops.DPU_SYNCHRONOUS if wait else _ops.DPU_ASYNCHRONOUS)
+        await _ops.launch(self, wait)
 
     async def sync(self) -> None:
         """Wait for every queued job and for the DPUs to stop."""
@@ -131,12 +132,12 @@ class DpuSet(DpuSetBase):
         ``data`` is one buffer (broadcast to every DPU), or one buffer per DPU (a sequence, or
         an array whose first dimension is the number of DPUs); ``None`` entries skip a DPU.
         """
-        flags = (0 if wait else _ops.DPU_XFER_ASYNC) | (_ops.DPU_XFER_PARALLEL if parallel else 0)
+        mode = XferMode(wait=wait, parallel=parallel)
         per_dpu = _per_dpu_buffers(data, len(self))
         if per_dpu is None:
             length = _nbytes(data)
             if not parallel or self.is_single_dpu:
-                await _ops.broadcast_to(self, symbol, offset, data, length, flags)
+                await _ops.broadcast_to(self, symbol, offset, data, length, mode)
                 return
             _ops.prepare_xfer(self, data)  # a parallel broadcast: the same buffer for each DPU
         else:
@@ -149,7 +150,7 @@ class DpuSet(DpuSetBase):
             for one, buf in zip(self.iter_dpus(), per_dpu, strict=True):
                 _ops.prepare_xfer(one, buf)
             length = lengths.pop() if lengths else 0
-        await _ops.push_xfer(self, _ops.DPU_XFER_TO_DPU, symbol, offset, length, flags)
+        await _ops.push_xfer(self, True, symbol, offset, length, mode)
 
     async def copy_from(
         self,
@@ -170,12 +171,10 @@ class DpuSet(DpuSetBase):
             sym = symbol if isinstance(symbol, Symbol) else self.symbol(symbol)
             count = (sym.size - offset) // dt.itemsize
         out = np.zeros((len(self), count), dtype=dt)
-        flags = (0 if wait else _ops.DPU_XFER_ASYNC) | (_ops.DPU_XFER_PARALLEL if parallel else 0)
+        mode = XferMode(wait=wait, parallel=parallel)
         for d, row in zip(self.iter_dpus(), out, strict=True):
             _ops.prepare_xfer(d, row)
-        await _ops.push_xfer(
-            self, _ops.DPU_XFER_FROM_DPU, symbol, offset, count * dt.itemsize, flags
-        )
+        await _ops.push_xfer(self, False, symbol, offset, count * dt.itemsize, mode)
         return out
 
     # -- WRAM FIFOs ---------------------------------------
@@ -199,13 +198,8 @@ class DpuSet(DpuSetBase):
         parallel: bool = False,
     ) -> None:
         """Run ``fn(rank_set, rank_id, args)`` (sync or async) between the queued jobs."""
-        flags = (
-            (0 if wait else _ops.DPU_CALLBACK_ASYNC)
-            | (0 if blocking else _ops.DPU_CALLBACK_NONBLOCKING)
-            | (_ops.DPU_CALLBACK_SINGLE_CALL if single_call else 0)
-            | (_ops.DPU_CALLBACK_PARALLEL if parallel else 0)
-        )
-        await _ops.callback(self, fn, args, flags)
+        mode = CallbackMode(wait, blocking, single_call, parallel)
+        await _ops.callback(self, fn, args, mode)
 
     def log(self) -> str:
         """Every DPU's printf output, each under its ``=== DPU#0x... ===`` header."""

@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 from .. import timing
 from .._errors import DpuError, DpuErrorCode
-from .._ops import _fifo, _ops
+from .._ops import XferMode, _fifo
 
 if TYPE_CHECKING:
     from ._dpuset import DpuSet
@@ -82,8 +82,7 @@ class InputFifo(_FifoBase):
             for one, element in zip(self.dpus.iter_dpus(), per_dpu, strict=True):
                 buf = None if element is None else self._element(element)
                 _fifo.fifo_prepare_xfer(one, link, buf)
-        flags = 0 if wait else _ops.DPU_XFER_ASYNC
-        await _fifo.fifo_push_xfer(self.dpus, link, flags)
+        await _fifo.fifo_push_xfer(self.dpus, link, XferMode(wait=wait))
 
     def _element(self, element: Any) -> np.ndarray:
         arr = np.ascontiguousarray(element, dtype=self.dtype).reshape(-1)
@@ -136,7 +135,7 @@ class OutputFifo(_FifoBase):
         ranks = self.dpus.rank_list
         before = [self.link.rank_fifo(r).flushes for r in ranks]
         try:
-            await _fifo.fifo_push_xfer(self.dpus, self.link, _ops.DPU_XFER_DEFAULT)
+            await _fifo.fifo_push_xfer(self.dpus, self.link, XferMode())
         except DpuError:
             flushed = {
                 r.index

@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from .._ops import _ops
+from .. import _ops
+from .._ops import CallbackMode, XferMode
 from ..host import DpuSet
 from ._replay import ReplayContext
 from ._spec import ActionKind, Param, Step, register_action
@@ -112,8 +113,7 @@ async def _load(ctx: ReplayContext, step: Step) -> None:
 
 # -- execution ---------------------------------------
 async def _launch(ctx: ReplayContext, step: Step) -> None:
-    policy = _ops.DPU_ASYNCHRONOUS if step.params["async"] else _ops.DPU_SYNCHRONOUS
-    await _ops.launch(ctx.target(step), policy)
+    await _ops.launch(ctx.target(step), not step.params["async"])
 
 
 async def _sync(ctx: ReplayContext, step: Step) -> None:
@@ -129,12 +129,12 @@ async def _copy_to(ctx: ReplayContext, step: Step) -> None:
     p = step.params
     dset = ctx.target(step)
     data = fill_buffer(p["bytes"], p["fill"])
-    flags = flags_of(p, XFER_FLAGS)
+    mode = XferMode.from_flags(flags_of(p, XFER_FLAGS))
     if p["broadcast"]:
-        await _ops.broadcast_to(dset, p["symbol"], p["offset"], data, p["bytes"], flags)
+        await _ops.broadcast_to(dset, p["symbol"], p["offset"], data, p["bytes"], mode)
         return
     _prepare(ctx, step, dset, [data] * len(dset))
-    await _ops.push_xfer(dset, _ops.DPU_XFER_TO_DPU, p["symbol"], p["offset"], p["bytes"], flags)
+    await _ops.push_xfer(dset, True, p["symbol"], p["offset"], p["bytes"], mode)
 
 
 async def _copy_from(ctx: ReplayContext, step: Step) -> None:
@@ -144,9 +144,8 @@ async def _copy_from(ctx: ReplayContext, step: Step) -> None:
     _prepare(ctx, step, dset, list(out))
     if p["into"] is not None:
         ctx.buffers[p["into"]] = out
-    await _ops.push_xfer(
-        dset, _ops.DPU_XFER_FROM_DPU, p["symbol"], p["offset"], p["bytes"], flags_of(p, XFER_FLAGS)
-    )
+    mode = XferMode.from_flags(flags_of(p, XFER_FLAGS))
+    await _ops.push_xfer(dset, False, p["symbol"], p["offset"], p["bytes"], mode)
 
 
 async def _dpu_copy_from(ctx: ReplayContext, step: Step) -> None:
@@ -160,7 +159,7 @@ async def _dpu_copy_from(ctx: ReplayContext, step: Step) -> None:
 # -- callbacks ---------------------------------------
 async def _callback(ctx: ReplayContext, step: Step) -> None:
     p = step.params
-    flags = flags_of(p, CALLBACK_FLAGS)
+    mode = CallbackMode.from_flags(flags_of(p, CALLBACK_FLAGS))
     calls = [0]
 
     def nth(value: Any, i: int) -> int:
@@ -177,7 +176,7 @@ async def _callback(ctx: ReplayContext, step: Step) -> None:
         await ctx.sleep_until(emu.now_ps + nth(p["host_time"], i))
         return nth(p["result"], i)
 
-    await _ops.callback(ctx.target(step), fn, None, flags)
+    await _ops.callback(ctx.target(step), fn, None, mode)
 
 
 # -- host side ---------------------------------------

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from .. import timing
-from .._ops import _fifo
+from .._ops import XferMode, _fifo
 from .._ops._fifo import FifoLink
 from ..dpu import FifoDecl, Program, Tasklet
 from ..host import DpuSet
@@ -99,8 +99,7 @@ async def _fifo_push(ctx: ReplayContext, step: Step) -> None:
                     _fifo.fifo_prepare_xfer(one, link, buf if i in chosen else None)
     except ValueError as exc:
         raise ctx.error(step, str(exc)) from None
-    flags = flags_of(p, FIFO_XFER_FLAGS)
-    await _fifo.fifo_push_xfer(dset, link, flags)
+    await _fifo.fifo_push_xfer(dset, link, XferMode.from_flags(flags_of(p, FIFO_XFER_FLAGS)))
 
 
 async def _fifo_drain(ctx: ReplayContext, step: Step) -> None:
@@ -117,8 +116,7 @@ async def _fifo_drain(ctx: ReplayContext, step: Step) -> None:
             _fifo.fifo_prepare_xfer(one, link, ring)
         else:
             _fifo.fifo_prepare_xfer(one, link, None)
-    flags = flags_of(p, FIFO_XFER_FLAGS)
-    await _fifo.fifo_push_xfer(dset, link, flags)
+    await _fifo.fifo_push_xfer(dset, link, XferMode.from_flags(flags_of(p, FIFO_XFER_FLAGS)))
     into = p["into"]
     if into is None:
         return

@@ -27,7 +27,7 @@ from typing import Any
 import anyio
 import numpy as np
 
-from .. import timing
+from .. import _ops, timing
 from .._emulator import Emulator
 from .._errors import DpuError
 from .._machine._config import MachineConfig
@@ -40,7 +40,7 @@ from .._machine._program import (
 )
 from .._machine._recorder import host_task_label
 from .._machine._wramfifo import DATA_SIZE, INPUT_STRUCT_SIZE, OUTPUT_STRUCT_SIZE, PTR_SIZE
-from .._ops import _fifo, _ops
+from .._ops import _fifo
 from .._ops._set import DpuSetBase
 from ..dpu._fifo import check_fifo_geometry
 from ..trace import Timeline, chrome_trace
@@ -138,24 +138,24 @@ class OpRecorder:
         elif op in ("free", "sync", "status"):
             pass
         elif op == "launch":
-            step["async"] = args[1] != _ops.DPU_SYNCHRONOUS
+            step["async"] = not args[1]
         elif op == "push_xfer":
-            _, xfer, symbol, offset, length, flags = args
-            step["op"] = "copy_to" if xfer == _ops.DPU_XFER_TO_DPU else "copy_from"
-            if xfer not in (_ops.DPU_XFER_TO_DPU, _ops.DPU_XFER_FROM_DPU):
-                self.problems.append(f"dpu_push_xfer with xfer={xfer}")
-            self._xfer(step, symbol, offset, length, flags)
+            _, to_dpu, symbol, offset, length, mode = args
+            step["op"] = "copy_to" if to_dpu else "copy_from"
+            self._xfer(step, symbol, offset, length, mode.flags)
             members = dset.dpu_list
             has = [
-                i for i, d in enumerate(members) if _ops._matrix(d.rank).get(d.index) is not None
+                i
+                for i, d in enumerate(members)
+                if _ops.prepared_buffers(d.rank).get(d.index) is not None
             ]
             if len(has) != len(members):
                 step["dpus"] = has
         elif op == "broadcast_to":
-            _, symbol, offset, _data, length, flags = args
+            _, symbol, offset, _data, length, mode = args
             step["op"] = "copy_to"
             step["broadcast"] = True
-            self._xfer(step, symbol, offset, length, flags)
+            self._xfer(step, symbol, offset, length, mode.flags)
         elif op == "copy_from":
             _, symbol, offset, _dst, length = args
             step["op"] = "dpu_copy_from"
@@ -164,14 +164,14 @@ class OpRecorder:
             if offset:
                 step["offset"] = offset
         elif op == "callback":
-            _, fn, cb_args, flags = args
-            _flag_keys(step, flags, CALLBACK_FLAGS)
+            _, fn, cb_args, mode = args
+            _flag_keys(step, mode.flags, CALLBACK_FLAGS)
             times: list[int] = []
             results: list[int] = []
             step["_times"], step["_results"] = times, results
-            return (dset, self._wrap_callback(fn, times, results), cb_args, flags)
+            return (dset, self._wrap_callback(fn, times, results), cb_args, mode)
         elif op == "fifo_push_xfer":
-            self._fifo_xfer(step, dset, args[1], args[2])
+            self._fifo_xfer(step, dset, args[1], args[2].flags)
         else:
             self.problems.append(f"the operation {op!r} cannot be recorded yet")
         return args

@@ -18,7 +18,7 @@ from .._emulator import Emulator
 from .._errors import DpuErrorCode
 from .._machine._config import MachineConfig
 from .._machine._program import DpuProgram, MemorySpace
-from .._ops._ops import ALL_RANKS_ID
+from .._ops._flags import ALL_RANKS_ID
 from ..sdk import (
     DPU_CALLBACK_ASYNC,
     DPU_CALLBACK_NONBLOCKING,
