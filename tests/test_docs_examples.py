@@ -201,6 +201,14 @@ async def test_anyio_uses_the_backend_fixture(anyio_backend):
     assert anyio_backend[0] == "trio"
     await anyio.sleep(7200)
     assert aiopim.now() == 7200.0
+
+
+@pytest.mark.anyio
+async def test_anyio_without_naming_the_fixture():
+    dpus = await aiopim.DpuSet.alloc(64)
+    assert len(dpus) == 64
+    await anyio.sleep(1)
+    assert aiopim.now() == 1.0
 """
 
 
@@ -208,7 +216,7 @@ def test_readme_fixtures_work_as_printed(tmp_path: Path) -> None:
     block = _pytest_block("README.md")
     done = _pytest(tmp_path, {"conftest.py": block.code, "test_use.py": README_FIXTURE_USERS})
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "2 passed" in done.stdout, done.stdout
+    assert "3 passed" in done.stdout, done.stdout
 
 
 def test_testing_md_pytest_module_runs(tmp_path: Path) -> None:
@@ -237,7 +245,9 @@ def test_sdk_reference_has_every_cited_section() -> None:
     lead rewrites mechanically) names a section that exists."""
     sections = _reference_sections()
     assert {"1.2", "1.5", "2.1", "2.2", "3.2", "3.5", "4.1", "4.3", "5.10"} <= sections
-    cite = re.compile(r"(?:sdk-reference\.md|spec)\)? §(\d+(?:\.\d+)?)((?:\s*[-–,]\s*§?\d+(?:\.\d+)?)*)")
+    cite = re.compile(
+        r"(?:sdk-reference\.md|spec)\)? §(\d+(?:\.\d+)?)((?:\s*[-\u2013,]\s*§?\d+(?:\.\d+)?)*)"
+    )
     files = [*DOCS, *sorted((ROOT / "aiopim").rglob("*.py"))]
     cited: set[str] = set()
     for f in files:
@@ -288,8 +298,10 @@ def test_markers_are_textwrapped() -> None:
         ```
         """
     )
-    found = [(m.group(1), MARKER.search(doc[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]))
-             for m in FENCE.finditer(doc)]
+    found = [
+        (m.group(1), MARKER.search(doc[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]))
+        for m in FENCE.finditer(doc)
+    ]
     assert [c for c, _ in found] == ["await x()\n", "print(1)\n"]
     assert found[0][1] is not None and found[0][1].group(2) == "needs a DpuSet"
     assert found[1][1] is None
