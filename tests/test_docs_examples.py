@@ -123,7 +123,6 @@ def _write_needs(block: Block, scratch: Path) -> None:
         image, _ = sample_dpu_elf(
             nr_tasklets=4,
             host_vars={"input_size": bytes(4), "result": bytes(8)},
-            mram_vars={"samples": bytes(range(256)) * 4},
         )
         (scratch / "build").mkdir()
         (scratch / "build" / "checksum.dpu").write_bytes(image)
