@@ -304,3 +304,50 @@ def test_markers_are_textwrapped() -> None:
     assert [c for c, _ in found] == ["await x()\n", "print(1)\n"]
     assert found[0][1] is not None and found[0][1].group(2) == "needs a DpuSet"
     assert found[1][1] is None
+
+
+def _reference_text() -> str:
+    return (ROOT / "docs" / "sdk-reference.md").read_text(encoding="utf-8")
+
+
+def test_reference_error_table_matches_the_code() -> None:
+    """§2.1 lists every DpuErrorCode with its value, and nothing else."""
+    from aiopim import DpuErrorCode
+    from aiopim.sdk import DPU_ERR_ASYNC_JOBS
+
+    rows = {
+        name: int(value)
+        for value, name in re.findall(
+            r"^\| (\d+) \| `(DPU_(?:OK|ERR_\w+))` \|", _reference_text(), re.M
+        )
+    }
+    codes = {c.name: int(c) for c in DpuErrorCode if c.name != "DPU_ERR_ASYNC_JOBS"}
+    assert rows == codes
+    assert f"| `0x{DPU_ERR_ASYNC_JOBS:08X}` | `DPU_ERR_ASYNC_JOBS` |" in _reference_text()
+
+
+def test_reference_job_types_match_the_code() -> None:
+    """§2.2's job-type table gives every JobType its value."""
+    from aiopim import JobType
+
+    text = _reference_text()
+    section = text[text.index("## 2.2 ") : text.index("## 3. ")]
+    rows = {name: int(value) for name, value in re.findall(r"`([A-Z_]+)` \| (\d+)", section)}
+    assert rows == {t.name: int(t) for t in JobType}
+    # the worked examples of the encoding
+    for encoded, job, code in re.findall(r"`(0x8[0-9A-F]{7})` \(type (\d+), code (\d+)\)", section):
+        assert int(encoded, 16) == 0x80000000 | int(job) << 16 | int(code)
+
+
+def test_reference_flag_values_match_the_sdk_module() -> None:
+    """Every ``NAME`` (value) pair of §1.1 is the value aiopim.sdk defines."""
+    import aiopim.sdk as sdk
+
+    text = _reference_text()
+    section = text[text.index("## 1.1 ") : text.index("## 1.2 ")]
+    pairs = re.findall(r"`(DPU_\w+)` \((\d+)\)", section)
+    assert len(pairs) >= 20
+    for name, value in pairs:
+        assert getattr(sdk, name) == int(value), name
+    assert sdk.DPU_MRAM_HEAP_POINTER_NAME == "__sys_used_mram_end"
+    assert sdk.DPU_ERROR_ASYNC_JOB_TYPE_SHIFT == 16
