@@ -67,6 +67,33 @@ def _pyplot() -> ModuleType:
 
 Lane = tuple[str, list[Slice], list[Instant]]
 
+#: share of the time span left empty right of the last bar or marker, so neither touches the
+#: frame (a marker centred on the axis limit would be cut in half)
+RIGHT_MARGIN = 0.02
+
+
+def _least_ps(tl: Timeline) -> int:
+    """Drawn width of a zero-length bar: instant jobs stay visible as thin bars."""
+    return max(tl.end_ps, 1) // 400
+
+
+def _drawn_end_ps(tl: Timeline, rows: list[Lane]) -> int:
+    """Where the last drawn thing ends: the timeline's end, the end of every bar as drawn
+    (zero-length bars are widened to :func:`_least_ps`) and every instant marker."""
+    least = _least_ps(tl)
+    end = max(tl.end_ps, 1)
+    for _, items, points in rows:
+        for s in items:
+            end = max(end, s.start + max(s.end - s.start, least))
+        for i in points:
+            end = max(end, i.time)
+    return end
+
+
+def _x_limit_us(end_ps: int) -> float:
+    """Right limit of the time axis (µs) for drawn content ending at ``end_ps``."""
+    return end_ps * (1 + RIGHT_MARGIN) / 1e6
+
 
 def _lanes(tl: Timeline, lanes: Lanes) -> list[Lane]:
     out: list[Lane] = []
@@ -118,7 +145,7 @@ def gantt(
     if ax is None:
         _, ax = plt.subplots(figsize=(10, 1 + 0.35 * max(1, len(rows))))
     used: set[str] = set()
-    least = max(tl.end_ps, 1) // 400  # instant jobs stay visible as thin bars
+    least = _least_ps(tl)
     for y, (_, items, points) in enumerate(rows):
         bars = [(s.start / 1e6, max(s.end - s.start, least) / 1e6) for s in items]
         colours = [COLOURS.get(s.cat, "#aec7e8") for s in items]
@@ -140,7 +167,7 @@ def gantt(
             )
     ax.set_yticks(range(len(rows)), labels=[label for label, _, _ in rows])
     ax.set_ylim(len(rows) - 0.5, -0.5)
-    ax.set_xlim(0, max(tl.end_ps, 1) / 1e6)
+    ax.set_xlim(0, _x_limit_us(_drawn_end_ps(tl, rows)))
     ax.set_xlabel("virtual time (µs)")
     ax.grid(axis="x", linewidth=0.3)
     if title:
@@ -178,8 +205,8 @@ def plot_timelines(
     for i, ((title, tl), ax) in enumerate(zip(items, axes[:, 0], strict=True)):
         gantt(tl, ax, lanes=lanes, title=title, legend=used if i == 0 else False)
     if sharex:
-        end = max(tl.end_ps for _, tl in items)
-        axes[0, 0].set_xlim(0, max(end, 1) / 1e6)
+        end = max(_drawn_end_ps(tl, _lanes(tl, lanes)) for _, tl in items)
+        axes[0, 0].set_xlim(0, _x_limit_us(end))
     fig.tight_layout()
     return fig  # type: ignore[no-any-return]
 
