@@ -1,9 +1,9 @@
 """Load real UPMEM DPU ELF binaries (as built by ``dpu-upmem-dpurte-clang``) with pyelftools.
 
-An :class:`ElfProgram` is a :class:`~aiopim.DpuProgram`: it gives the host the binary's
-host-visible symbols (with the SDK's visibility rules and address encoding, spec §1.4), the
-memory images ``dpu_load`` writes (IRAM from ``.text``, WRAM from the ``.data*`` sections, MRAM
-from ``.mram``), ``NR_TASKLETS``, the stack sizes and the hardware version it was built for.
+An :class:`ElfProgram` is a :class:`~aiopim.DpuProgram`: it gives the host the binary's host-visible
+symbols (with the SDK's visibility rules and address encoding, sdk-reference.md §1.4), the memory
+images ``dpu_load`` writes (IRAM from ``.text``, WRAM from the ``.data*`` sections, MRAM from
+``.mram``), ``NR_TASKLETS``, the stack sizes and the hardware version it was built for.
 
 aiopim cannot execute DPU instructions, so *launching* an ELF program needs a behaviour bound to
 it: a Python model of the kernel, written exactly like an :class:`aiopim.Program` entry point
@@ -102,8 +102,8 @@ ELF_ERROR_CODES = frozenset(
     {E.DPU_ERR_ELF_INVALID_FILE, E.DPU_ERR_ELF_NO_SUCH_FILE, E.DPU_ERR_ELF_NO_SUCH_SECTION}
 )
 #: Whether absolute (``SHN_ABS``) symbols such as ``NR_TASKLETS`` are host-visible.
-#: spec §1.4 says they are. NOTE: in the SDK's ``dpu_elf.c``/``dpu_program.c`` the ABS symbols
-#: are stored in the extra map at index ``shnum``, which the visible-symbol loop
+#: sdk-reference.md §1.4 says they are. NOTE: in the SDK's ``dpu_elf.c``/``dpu_program.c`` the
+#: ABS symbols are stored in the extra map at index ``shnum``, which the visible-symbol loop
 #: (``each_section < shnum``) never reaches, so real ``dpu_get_symbol`` may not find them.
 #: Flip this constant if that is confirmed for 2025.1 (docs/elf.md, "Visibility").
 ABS_SYMBOLS_VISIBLE = True
@@ -186,7 +186,7 @@ class ElfSymbol:
 
     @property
     def space(self) -> MemorySpace:
-        """Memory a host access to this address goes to (spec §1.4 bit rules)."""
+        """Memory a host access to this address goes to (sdk-reference.md §1.4 bit rules)."""
         return MemorySpace.of(self.address)
 
 
@@ -656,7 +656,7 @@ class ElfProgram(DpuProgram):
         return self._chip
 
     def symbols(self) -> Mapping[str, Symbol]:
-        """Host-visible symbols (spec §1.4)."""
+        """Host-visible symbols (sdk-reference.md §1.4)."""
         return self._symbols
 
     def images(self) -> list[MemoryImage]:

@@ -1,7 +1,7 @@
 """Hardware profiles and the cost model that turns work into virtual time.
 
 Every constant lives here, named, with its source and confidence tag from
-``spec/timing-model.md``: [V] verified first-party, [S] secondary, [R] PrIM value not checked
+``docs/sdk-reference.md`` §10: [V] verified first-party, [S] secondary, [R] PrIM value not checked
 against the paper, [D] derived, [A] aiopim assumption (no published figure exists).
 Virtual time is an integer number of picoseconds.
 """
@@ -14,11 +14,11 @@ from dataclasses import dataclass
 PS_PER_S = 1_000_000_000_000
 PS_PER_US = 1_000_000
 
-# --- DPU pipeline (timing-model.md §0 anchors 1-2) -------------------------------------------
+# --- DPU pipeline (sdk-reference.md §10.1) -------------------------------------------
 #: A tasklet issues at most one instruction every 11 cycles (revolver scheduler). [V] uPIMulator
 REVOLVER_CYCLES = 11
 
-# --- MRAM <-> WRAM DMA: cycles = alpha + beta * size (timing-model.md §1e) ---------------------
+# --- MRAM <-> WRAM DMA: cycles = alpha + beta * size (sdk-reference.md §10.2) ---------------------
 #: Fixed latency of an ``mram_read`` in DPU cycles. [S] PrIM §3.2 via two summaries
 DMA_READ_ALPHA_CYCLES = 77
 #: Fixed latency of an ``mram_write`` in DPU cycles. [S] PrIM §3.2
@@ -27,7 +27,7 @@ DMA_WRITE_ALPHA_CYCLES = 61
 DMA_BETA_CYCLES_PER_BYTE = 0.5
 # The issuing tasklet is not charged instructions for a DMA: the address arithmetic and the
 # ``ldma``/``sdma`` instruction are inside alpha, which PrIM fitted from one tasklet timing
-# ``mram_read`` alone (timing-model.md §1e); charging them again would count them twice.
+# ``mram_read`` alone (sdk-reference.md §10.2); charging them again would count them twice.
 
 # --- Instruction costs of compiled kernel code ----------------------------------------------
 # Instructions UPMEM's compiler emits per element of the inner loops of PrIM's
@@ -35,7 +35,7 @@ DMA_BETA_CYCLES_PER_BYTE = 0.5
 # derived ONCE, from the ISA or from one published saturated figure; the curves over tasklet
 # counts, DMA sizes and kernels emerge from the pipeline and DMA models. Throughput at
 # saturation is f / cost, so the derivations below read "350 MHz / MOPS" (PrIM ran at 350 MHz,
-# timing-model.md §1a). Multiplication and division have no hardware instruction: the runtime
+# sdk-reference.md §10.1). Multiplication and division have no hardware instruction: the runtime
 # calls a ``mul_step``/``div_step`` routine whose length depends on the operands (§1c, §0 #8);
 # the constants are PrIM's averages over its data (``rand()`` inputs).
 
@@ -93,7 +93,7 @@ def loop_instructions(per_element: float, elements: int) -> int:
     return round(per_element * elements)
 
 
-# --- Host <-> DPU transfers (timing-model.md §1f) -----------------------------------------------
+# --- Host <-> DPU transfers (sdk-reference.md §10.3) ------------------------------------------
 #: CPU->DPU bandwidth of one DPU, serial transfer, bytes/s. [S] PrIM Fig. 9 (0.33 GB/s)
 HOST_TO_DPU_SERIAL_BPS = 0.33e9
 #: DPU->CPU bandwidth of one DPU, serial transfer, bytes/s. [S]/[R] PrIM Fig. 9 (0.12 GB/s)
@@ -116,7 +116,7 @@ PARALLEL_WRAM_ACCESS_LATENCY_PS = 2 * PS_PER_US
 #: Bytes/s of the parallel WRAM path per rank. [A] (limited, per doc 263)
 PARALLEL_WRAM_BPS = 0.2e9
 
-# --- WRAM FIFOs (spec §4) -----------------------------------------------------------------------
+# --- WRAM FIFOs (sdk-reference.md §4) ---------------------------------------------------------
 #: ``dpu_fifo_push_xfer`` retries at most this many times by default. [H] api/src/api/dpu_fifo.c
 FIFO_PUSH_MAX_RETRIES = 1000
 #: Sleep between two push attempts, in microseconds, by default. [H] api/src/api/dpu_fifo.c
@@ -158,13 +158,13 @@ LOAD_JOB_LATENCY_PS = 100 * PS_PER_US
 
 
 #: v1A's linker script skips the first 200 atomic bits ("issue on ATOMIC HW buffer on v1A"),
-#: leaving 56 for mutexes. [T] DPURTE.cpp (spec §5.1)
+#: leaving 56 for mutexes. [T] DPURTE.cpp (sdk-reference.md §5.1)
 V1A_ATOMIC_DISPLACEMENT = 200
 
 
 @dataclass(frozen=True)
 class ChipProfile:
-    """Characteristics of one DPU hardware version (spec §5.1)."""
+    """Characteristics of one DPU hardware version (sdk-reference.md §5.1)."""
 
     name: str
     frequency_hz: int

@@ -1,4 +1,5 @@
-"""Faults (spec §5.8), the performance counter (§5.9) and printf / dpu_log_read (§5.10)."""
+"""Faults (sdk-reference.md §5.8), the performance counter (§5.9), printf and dpu_log_read
+(§5.10)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""WRAM heap and allocators (spec §5.6), MRAM access (§5.7), with exact DMA virtual times."""
+"""WRAM heap and allocators (sdk-reference.md §5.6), MRAM access (§5.7), with exact DMA
+virtual times."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Tasklet synchronisation (spec §5.5): mutexes, barriers, semaphores, handshakes, mutex pools,
-virtual mutexes; NR_TASKLETS limits; what survives a reboot."""
+"""Tasklet synchronisation (sdk-reference.md §5.5): mutexes, barriers, semaphores, handshakes,
+mutex pools, virtual mutexes; NR_TASKLETS limits; what survives a reboot."""
 
 from __future__ import annotations
 

@@ -124,7 +124,7 @@ def section_header_offset(data: bytes, name: str) -> int:
 
 
 # ================================================================================================
-# symbols and visibility (spec §1.4)
+# symbols and visibility (sdk-reference.md §1.4)
 # ================================================================================================
 def test_host_visible_symbols_follow_the_sdk_rules() -> None:
     prog = load_elf(SAMPLE)

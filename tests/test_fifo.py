@@ -288,7 +288,8 @@ def test_partial_success_keeps_the_elements_that_fit(backend: str) -> None:
 
 
 def test_sticky_retry_reports_full_although_the_last_pass_pushed(backend: str) -> None:
-    """QUIRK reproduced (spec §4.3 step 4): success on pass max_retries+1 still reports FULL."""
+    """QUIRK reproduced (sdk-reference.md §4.3 step 4): success on pass max_retries+1 still
+    reports FULL."""
     prog = aiopim.Program("late_pop", nr_tasklets=1)
     fin = prog.input_fifo("fin", 1, 8)
     active = prog.host("active", np.uint64, 1, init=[1])
@@ -696,7 +697,8 @@ def test_every_pushed_element_comes_back_exactly_once(
                 finished = done.is_set() and not any(r.dpus_running for r in dpus.rank_list)
                 try:
                     drained = await fout.drain()
-                except DpuError as exc:  # a failed push flushed the queued drain (spec §2.2)
+                # a failed push flushed the queued drain (sdk-reference.md §2.2)
+                except DpuError as exc:
                     assert exc.code == DPU_ERR_WRAM_FIFO_FULL
                     continue
                 for i, pairs in enumerate(drained):
@@ -741,7 +743,8 @@ def _wr(link: Any, d: Any) -> int:
 
 
 def test_blocking_callback_drains_inline_on_its_own_rank(backend: str) -> None:
-    """A synchronous flush from a blocking callback runs inline (spec §3.4), not behind it."""
+    """A synchronous flush from a blocking callback runs inline (sdk-reference.md §3.4), not
+    behind it."""
 
     async def main() -> list[int]:
         dpus = await dpu_alloc(2, "")

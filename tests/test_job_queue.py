@@ -1,6 +1,6 @@
 """Rank job-queue rules against the toolkit's sequential reference model (Hypothesis).
 
-``aiopim.testing.RankQueueModel`` computes, from the spec's queue rules alone, the start and
+``aiopim.testing.RankQueueModel`` computes, from the SDK's queue rules alone, the start and
 end of every job, each host call's return time, every callback call and every byte read
 back; the emulator must agree on both backends and under any exploration seed.
 """

@@ -83,7 +83,7 @@ def test_report_names_a_tasklet_waiting_on_a_mutex(pim: Pim) -> None:
 
 
 def test_parallel_job_stuck_behind_sync_names_both_host_waits(pim: Pim) -> None:
-    # spec §3.2 consequence 4: a parallel job enqueued after dpu_sync waits for the DPUs
+    # sdk-reference.md §3.2 consequence 4: a parallel job enqueued after dpu_sync waits for the DPUs
     async def main() -> None:
         dpus = await aiopim.DpuSet.alloc(nr_ranks=1)
         await dpus.load(barrier_program())

@@ -331,7 +331,7 @@ def sample_dpu_elf(
     heap_pointer_reset: bool = True,
     **writer_options: object,
 ) -> tuple[bytes, SampleLayout]:
-    """Build a DPU-shaped ELF like the SDK toolchain lays it out (spec §5.3).
+    """Build a DPU-shaped ELF like the SDK toolchain lays it out (sdk-reference.md §5.3).
 
     WRAM: ``.data`` (``__sys_zero`` then non-``__host`` globals) at 0, ``.data.__sys_host``
     (``CLOCKS_PER_SEC`` then ``host_vars``), ``.data.stacks`` (NOBITS, one stack per tasklet),

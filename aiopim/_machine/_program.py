@@ -27,7 +27,7 @@ MRAM_SIZE = 64 << 20
 
 
 class MemorySpace(Enum):
-    """Where a DPU address points, by the SDK's address-bit rules (spec §1.4)."""
+    """Where a DPU address points, by the SDK's address-bit rules (sdk-reference.md §1.4)."""
 
     WRAM = "WRAM"
     MRAM = "MRAM"
@@ -72,7 +72,8 @@ class Symbol:
 
 
 def mram_heap_pointer_symbol(address: int) -> Symbol:
-    """``DPU_MRAM_HEAP_POINTER_NAME`` at ``address``; its size is the rest of MRAM (spec §1.4)."""
+    """``DPU_MRAM_HEAP_POINTER_NAME`` at ``address``; its size is the rest of MRAM
+    (sdk-reference.md §1.4)."""
     return Symbol(DPU_MRAM_HEAP_POINTER_NAME, address, max(0, MRAM_SIZE - (address & ~MRAM_BIT)))
 
 

@@ -1,10 +1,9 @@
 """The rank actor: the SDK's strict FIFO job queue with job slots and sticky async errors.
 
-Rules (spec §3.2): only the head job runs; a parallel head job runs even while DPUs of the
-rank run, any other head job waits until no DPU of the rank is running. A failed job stores
-``0x80000000 | type << 16 | err`` on the rank and flushes the queue; SYNC jobs in the flushed
-queue wake their waiters with that error.
-"""
+Rules (sdk-reference.md §3.2): only the head job runs; a parallel head job runs even while DPUs of
+the rank run, any other head job waits until no DPU of the rank is running. A failed job stores
+``0x80000000 | type << 16 | err`` on the rank and flushes the queue; SYNC jobs in the flushed queue
+wake their waiters with that error."""
 
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import timing
+from .._dpulist import format_dpu_list
 from .._errors import DpuError, DpuErrorCode, JobType, encode_async_error
 from .._runtime._kernel import PRIO_LATE, HostWaiter, Kernel
 from ._jobs import Job, JobFailed
@@ -149,7 +149,7 @@ class Rank:
             rec.job_finished(job, int(code))
 
     def fail(self, encoded: int, message: str = "") -> None:
-        """Store a sticky async error and flush the pending queue (spec §2.2)."""
+        """Store a sticky async error and flush the pending queue (sdk-reference.md §2.2)."""
         self.job_error = encoded
         self._flush(encoded, message)
 
@@ -236,7 +236,7 @@ class Rank:
             faulty = [d.name for d in self.dpus if d.fault is not None]
             self.fail(
                 encode_async_error(self.last_launch_type, DpuErrorCode.DPU_ERR_DPU_FAULT),
-                f"DPU(s) {', '.join(faulty)} in fault",
+                f"DPU(s) {format_dpu_list(faulty)} in fault",
             )
         if self.running_dpus == 0:
             self.dpus_running = False

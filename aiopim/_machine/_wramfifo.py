@@ -1,4 +1,4 @@
-"""The WRAM FIFO struct of ``wramfifo.h`` as both the DPU and the host see it (spec §4.1).
+"""The WRAM FIFO struct of ``wramfifo.h`` as the DPU and the host see it (sdk-reference.md §4.1).
 
 Free-running 64-bit read/write pointers at offsets 0 and 8, the data and scratch pointers at
 16 and 20, ``ptr_size`` and ``data_size`` at 24 and 28, and ``nb_reserved`` at 32 for output

@@ -1,10 +1,9 @@
 """Host side of WRAM FIFOs (``dpu_fifo.h``): links, prepared buffers, push and flush jobs.
 
-Every pointer the host reads or writes is the 64-bit word in the DPU's emulated WRAM that the
-DPU side uses (spec §4.1); the link keeps only the host copy the SDK keeps (the pointer pair
+Every pointer the host reads or writes is the 64-bit word in the DPU's emulated WRAM that the DPU
+side uses (sdk-reference.md §4.1); the link keeps only the host copy the SDK keeps (the pointer pair
 captured by the last push/flush). The push/flush algorithms follow ``dpu_copy_to_wram_fifo`` /
-``dpu_copy_from_wram_fifo`` (spec §4.3) pass by pass, in virtual time.
-"""
+``dpu_copy_from_wram_fifo`` (sdk-reference.md §4.3) pass by pass, in virtual time."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import timing
+from .._dpulist import format_dpu_list
 from .._errors import DpuError, DpuErrorCode, JobType
 from .._machine._jobs import Job
 from .._machine._memory import Bytes
@@ -314,7 +314,8 @@ class FifoJob(Job):
 
 
 async def _drive_inline(dset: DpuSetBase, coro: FifoAlgorithm) -> tuple[DpuErrorCode, str]:
-    """Run a push/flush algorithm from a blocking callback on its own rank (spec §3.4)."""
+    """Run a push/flush algorithm from a blocking callback on its own rank
+    (sdk-reference.md §3.4)."""
     emu = dset.emulator
     value: Any = None
     while True:
@@ -412,7 +413,7 @@ async def _push_input(
         if rec is not None and len(full) < len(todo):
             _record_ptrs(rec, rank, link, rf.ptrs, dpus, read=False)
         todo = full
-        if retry:  # sticky once set (QUIRK reproduced, spec §4.3 step 4)
+        if retry:  # sticky once set (QUIRK reproduced, sdk-reference.md §4.3 step 4)
             n_retries += 1
             if rec is not None:
                 rec.add(
@@ -431,7 +432,7 @@ async def _push_input(
                     )
                 return E.DPU_ERR_WRAM_FIFO_FULL, (
                     f"input FIFO {link.name!r} still full on DPU(s) "
-                    f"{', '.join(d.name for d in full) or '(none: pushed on the last pass)'} "
+                    f"{format_dpu_list(full) or '(none: pushed on the last pass)'} "
                     f"after {rf.max_retries} retries of {rf.time_for_retry_us} µs; drain the "
                     "DPUs' output FIFOs faster or raise the retry limits"
                 )
@@ -457,7 +458,7 @@ async def _fast_push(
     missing = [d.name for d in dpus if d.index not in buffers]
     if missing:
         warnings.warn(
-            f"input FIFO {link.name!r}: DPU(s) {', '.join(missing[:8])} had no prepared buffer "
+            f"input FIFO {link.name!r}: DPU(s) {format_dpu_list(missing)} had no prepared buffer "
             "but the SDK's rank-wide push still advances their write pointer (garbage element)",
             DpuQuirkWarning,
             stacklevel=1,
@@ -490,8 +491,8 @@ async def _flush_output(
         lost = [d.name for d in dpus if d.index not in buffers and fills[d.index]]
         if lost:
             warnings.warn(
-                f"output FIFO {link.name!r}: DPU(s) {', '.join(lost[:8])} had no prepared buffer; "
-                "the SDK's flush empties their FIFO anyway and their elements are lost",
+                f"output FIFO {link.name!r}: DPU(s) {format_dpu_list(lost)} had no prepared "
+                "buffer; the SDK's flush empties their FIFO anyway and their elements are lost",
                 DpuQuirkWarning,
                 stacklevel=1,
             )

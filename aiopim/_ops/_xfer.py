@@ -43,7 +43,7 @@ def _resolve_symbol(dset: DpuSetBase, symbol: str | Symbol) -> Symbol:
 def check_symbol_access(
     dset: DpuSetBase, symbol: str | Symbol, offset: int, length: int, parallel: bool
 ) -> _Target:
-    """The checks ``CHECK_SYMBOL`` makes in the calling thread (spec §1.5)."""
+    """The checks ``CHECK_SYMBOL`` makes in the calling thread (sdk-reference.md §1.5)."""
     sym = _resolve_symbol(dset, symbol)
     if offset < 0 or length < 0:
         raise DpuError(E.DPU_ERR_INVALID_SYMBOL_ACCESS, "offset and length must be >= 0")
@@ -88,7 +88,7 @@ def require_parallel_wram(dset: DpuSetBase, what: str) -> None:
 
 
 def _check_in_job(dpu: Dpu, t: _Target) -> bool:
-    """The checks the worker makes (spec §1.5); False means 'nothing to copy'."""
+    """The checks the worker makes (sdk-reference.md §1.5); False means 'nothing to copy'."""
     chip = dpu.chip
     if t.space is MemorySpace.MRAM:
         if t.offset % 8 or t.length % 8:

@@ -1,10 +1,9 @@
 """WRAM FIFOs on the DPU side (``wramfifo.h``): declarations, operations and the loop helpers.
 
-The FIFO lives in emulated WRAM exactly as the SDK lays it out (spec §4.1): free-running 64-bit
-read/write pointers at offsets 0 and 8, the data and scratch pointers at 16 and 20, ``ptr_size``
-and ``data_size`` at 24 and 28, and ``nb_reserved`` at 32 for output FIFOs. The host reads and
-writes the same bytes.
-"""
+The FIFO lives in emulated WRAM exactly as the SDK lays it out (sdk-reference.md §4.1): free-running
+64-bit read/write pointers at offsets 0 and 8, the data and scratch pointers at 16 and 20,
+``ptr_size`` and ``data_size`` at 24 and 28, and ``nb_reserved`` at 32 for output FIFOs. The host
+reads and writes the same bytes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""MRAM access beyond ``mram_read``/``mram_write`` (spec §5.7): unaligned transfers,
+"""MRAM access beyond ``mram_read``/``mram_write`` (sdk-reference.md §5.7): unaligned transfers,
 sequential readers and ``__mram`` variables accessed through the software cache."""
 
 from __future__ import annotations

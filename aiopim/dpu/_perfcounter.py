@@ -1,5 +1,5 @@
-"""The performance counter (``perfcounter.h``, spec §5.9): cycles or instructions of the DPU,
-read with 4 bits of imprecision (values are multiples of 16)."""
+"""The performance counter (``perfcounter.h``, sdk-reference.md §5.9): cycles or instructions of
+the DPU, read with 4 bits of imprecision (values are multiples of 16)."""
 
 from __future__ import annotations
 

@@ -233,7 +233,7 @@ class Program(DpuProgram):
         if self._layout is not None:
             return self._layout
         layout: dict[str, int] = {}
-        # WRAM, in the order of UPMEM's linker script (spec §5.3)
+        # WRAM, in the order of UPMEM's linker script (sdk-reference.md §5.3)
         addr = 8  # __sys_zero
         if self.stdio:  # __lower_data: the printf state sits in the immediate area
             layout[STDOUT_BUFFER_STATE] = addr
@@ -282,7 +282,7 @@ class Program(DpuProgram):
             layout = self._lay_out()
             syms: dict[str, Symbol] = {}
             for v in self._vars.values():
-                if v.section != ".data":  # only __host WRAM data is visible (spec §1.4)
+                if v.section != ".data":  # only __host WRAM data is visible (sdk-reference.md §1.4)
                     syms[v.name] = Symbol(v.name, layout[v.name], v.size)
             if self.stdio:
                 syms[STDOUT_BUFFER] = Symbol(

@@ -1,4 +1,4 @@
-"""Mutexes, semaphores, handshakes, mutex pools and virtual mutexes (spec §5.5).
+"""Mutexes, semaphores, handshakes, mutex pools and virtual mutexes (sdk-reference.md §5.5).
 
 Where each object's state lives follows the runtime: a semaphore's count and a virtual
 mutex's bit array are WRAM data (they persist across boots, like barriers); hardware mutexes

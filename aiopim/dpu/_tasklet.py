@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .._machine._dpulog import LogBuffer
     from ._program import BarrierDecl, MainFn, Var
 
-#: software fault codes of dpufault.h (spec §5.8)
+#: software fault codes of dpufault.h (sdk-reference.md §5.8)
 FAULT_HEAP_FULL = 1
 FAULT_DIVISION_BY_ZERO = 2
 FAULT_ASSERT = 3

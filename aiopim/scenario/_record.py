@@ -28,6 +28,7 @@ import anyio
 import numpy as np
 
 from .. import _ops, timing
+from .._dpulist import format_dpu_list
 from .._emulator import Emulator
 from .._errors import DpuError
 from .._machine._config import MachineConfig
@@ -620,6 +621,6 @@ def record(
     still = [d.name for r in emu._ranks.values() for d in r.dpus if d.running]
     if still:
         log.problems.append(
-            f"DPU(s) {', '.join(still[:8])} were still running at the end; sync before returning"
+            f"DPU(s) {format_dpu_list(still)} were still running at the end; sync before returning"
         )
     return Recording(result, emu, log.scenario(name, description, emu.now_ps), name)

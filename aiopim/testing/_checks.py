@@ -94,7 +94,7 @@ def _dpu_runs(events: list[Event]) -> dict[int, list[tuple[int, int, int]]]:
 
 def assert_sync_semantics(source: Source) -> None:
     """Non-parallel jobs never overlap a DPU run of their rank; a SYNC starts after every
-    earlier job of its rank ended and with the rank's DPUs stopped (spec §3.2-3.3)."""
+    earlier job of its rank ended and with the rank's DPUs stopped (sdk-reference.md §3.2-3.3)."""
     events = _events(source)
     assert_no_overtaking(events)
     runs = _dpu_runs(events)

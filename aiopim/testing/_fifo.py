@@ -223,7 +223,7 @@ class FifoLog:
     in ``garbage`` and, as accepted, in ``pushed``. ``drained`` lists ``(dpu, value)`` in
     the order they came out; ``corrupted`` the elements whose bytes were not an echo.
     ``broken_ranks`` (positions in the set's rank list, as ``rank_of[dpu]``) stayed broken
-    by an asynchronous failure (spec §2.2) at the end.
+    by an asynchronous failure (sdk-reference.md §2.2) at the end.
     """
 
     nr_dpus: int

@@ -1,4 +1,4 @@
-"""The rank job queue as a sequential reference model (spec §3), for operation sequences.
+"""The rank job queue as a sequential reference model (sdk-reference.md §3), for op sequences.
 
 The model replays the host's operations in program order and computes, from the queue rules
 alone, the start and end of every job, when each host call returns, every callback call and

@@ -1,7 +1,7 @@
 """Shared pieces of the PrIM microbenchmark ports: cycle counter, host side, one-DPU runner.
 
 PrIM's microbenchmarks run on one DPU of its 2,556-DPU system (350 MHz, 24 tasklets: chip
-v1A, timing-model.md §1a). Each tasklet times a region with ``perfcounter_get`` and stores
+v1A, sdk-reference.md §10.1). Each tasklet times a region with ``perfcounter_get`` and stores
 the cycles in ``DPU_RESULTS[me()]``; the host reads them back and keeps the maximum.
 """
 

@@ -1,6 +1,6 @@
 """Published PrIM figures the emulated microbenchmarks are compared with.
 
-Values and confidence tags come from ``shared/spec/timing-model.md`` (§0, §1c-§1e), except the
+Values and confidence tags come from ``docs/sdk-reference.md` §10` (§0, §1c-§1e), except the
 ``[V]`` Arithmetic-Throughput cycle counts, which are the hardware logs PrIM committed to its
 repository (CMU-SAFARI/prim-benchmarks, ``Microbenchmarks/Arithmetic-Throughput/profile/
 ADD_INT{32,64}_tl<N>.txt``, commit cb0090e: 1 DPU, 2^20 elements, BL=10, "DPU cycles" = the
@@ -59,7 +59,7 @@ _ADD_LOG_CYCLES: dict[tuple[str, int], float] = {
     ("INT64", 24): 7.28016e6,
 }
 
-#: timing-model.md §1e derived table: (bytes, read cycles, read MB/s, write cycles, write MB/s,
+#: sdk-reference.md §10.2 derived table: (bytes, read cycles, read MB/s, write cycles, write MB/s,
 #: read MB/s at 400 MHz)
 _MRAM_TABLE = (
     (8, 81, 34.6, 65, 43.1, 39.5),
@@ -159,7 +159,7 @@ def _points() -> list[Point]:
                 f"§1e '{'COPY/ADD saturate at ~6' if n == 6 else 'SCALE/TRIAD at 11'}'",
             )
         )
-    # [R]: attributed to the paper, not verified (timing-model.md §7)
+    # [R]: attributed to the paper, not verified (sdk-reference.md §10)
     r_mops = {
         ("add", "int32"): 58.56,
         ("mul", "int32"): 10.27,
