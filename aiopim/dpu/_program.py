@@ -22,6 +22,7 @@ from .._core._program import (
 )
 from .._core._wramfifo import struct_size
 from ._fifo import FifoDecl, check_fifo_geometry
+from ._mailbox import MailboxConfig
 from ._mram import DEFAULT_SEQREAD_CACHE_SIZE, SEQREAD_CACHE_SIZES
 from ._stdio import (
     DEFAULT_STDOUT_BUFFER_SIZE,
@@ -84,7 +85,7 @@ class MutexDecl:
     name: str
 
 
-class Program(DpuProgram):
+class Program(MailboxConfig, DpuProgram):
     """A DPU program written in Python: declare variables, then decorate ``main``.
 
     >>> prog = Program("demo", nr_tasklets=4)
