@@ -267,8 +267,9 @@ def _describe(expected: set[str] | frozenset[str]) -> str:
 def _syntax_error(exc: lark.exceptions.UnexpectedInput, text: str, file: str) -> DidlError:
     line, column = exc.line, exc.column
     if isinstance(exc, lark.exceptions.UnexpectedCharacters):
-        char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else ""
-        if text.startswith("/*", exc.pos_in_stream):
+        at = exc.pos_in_stream or 0
+        char = text[at] if at < len(text) else ""
+        if text.startswith("/*", at):
             return DidlError("unterminated /* comment", file, line, column, "'*/'")
         expected = _describe(exc.allowed)
         return DidlError(f"unexpected character {char!r}", file, line, column, expected)
@@ -312,7 +313,7 @@ def _range(file: str, tree: lark.Tree[lark.Token], what: str) -> tuple[int, int]
             file,
             p.line,
             p.column,
-            f"a range first..last with first <= last",
+            "a range first..last with first <= last",
         )
     return first, last
 
@@ -375,7 +376,9 @@ def parse_didl(text: str, file: str = "<didl>", name: str | None = None) -> Inte
         name_tok = ftree.children[1]
         assert isinstance(name_tok, lark.Token)
         params = tuple(
-            _param(file, c) for c in ftree.children if isinstance(c, lark.Tree) and c.data == "param"
+            _param(file, c)
+            for c in ftree.children
+            if isinstance(c, lark.Tree) and c.data == "param"
         )
         mtree = next(c for c in ftree.children if isinstance(c, lark.Tree) and c.data == "mappings")
         mappings = tuple(_mapping(file, c) for c in mtree.children if isinstance(c, lark.Tree))
@@ -435,8 +438,8 @@ def _check_function(f: Function) -> None:
         pynames[p.python_name] = p
     mapped: dict[str, Mapping] = {}
     for m in f.mappings:
-        p = params.get(m.param)
-        if p is None:
+        found = params.get(m.param)
+        if found is None:
             raise _err(
                 f"{m.param!r} is not a parameter of {f.name!r}",
                 m.pos,
@@ -449,7 +452,7 @@ def _check_function(f: Function) -> None:
                 "one mapping per parameter",
             )
         mapped[m.param] = m
-        _check_mapping(p, m)
+        _check_mapping(found, m)
     for p in f.params:
         if p.name not in mapped:
             raise _err(
