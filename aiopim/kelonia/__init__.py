@@ -1,6 +1,7 @@
 """Kelonia for Python: DIDL device interfaces, a foundry of DPU fleets, workers per DPU and
 task, and a stubbed backend for tests without DPUs. See ``docs/kelonia.md``."""
 
+from ._build import DPU_PACKAGE, find_devices, generate_package
 from ._didl import Function, Interface, Mapping, Param, Pos, load_didl, parse_didl
 from ._errors import DidlError, DpuFoundryError, DpuLowLevelError
 from ._foundry import (
@@ -14,6 +15,7 @@ from ._foundry import (
     MemoryCopyWorker,
     Target,
 )
+from ._generate import generate, generate_file
 from ._interface import (
     KeloniaInterface,
     StubbedInterface,
@@ -23,6 +25,7 @@ from ._interface import (
 )
 
 __all__ = [
+    "DPU_PACKAGE",
     "PYTHON",
     "BasicDpuAssembly",
     "BasicDpuAssemblyLine",
@@ -44,6 +47,10 @@ __all__ = [
     "Target",
     "WorkerFactory",
     "WorkerFactoryBuilder",
+    "find_devices",
+    "generate",
+    "generate_file",
+    "generate_package",
     "load_didl",
     "load_interface",
     "parse_didl",
