@@ -205,7 +205,7 @@ def test_building_checks_the_interface_against_the_program() -> None:
     )
 
     async def host() -> None:
-        with pytest.raises(DidlError, match="three.didl:1:25: sysmbox word 2 does not exist"):
+        with pytest.raises(DidlError, match=r"three\.didl:1:25: sysmbox word 2 does not exist"):
             await DpuFoundry.targeting(PYTHON).build(
                 BasicDpuAssemblyLine.using_dpu(DpuDeviceDescription(iface, prog))
             )
