@@ -260,9 +260,11 @@ def test_mailboxes_are_laid_out_in_wram_and_checked() -> None:
     prog = aiopim.Program("m", nr_tasklets=3, stdio=False)
     layout = prog.mailboxes(sysmbox=2, mbox=[1, 0, 3])
     assert layout.mbox_offset(2) == 4 and layout.mbox_bytes == 16
-    syms = prog.symbols()
-    assert syms["__sys_mbox"].size == 8 and syms["__mbox"].size == 16
-    assert syms["__mbox"].address < 0x08000000  # WRAM
+    assert "__sys_mbox" not in prog.symbols() and "__mbox" not in prog.symbols()
+    sys_sym, mbox_sym = prog.mailbox_symbols()
+    assert sys_sym is not None and mbox_sym is not None
+    assert (sys_sym.size, mbox_sym.size) == (8, 16)
+    assert mbox_sym.address == prog.address_of("__mbox") < 0x08000000  # WRAM
     with pytest.raises(ValueError, match="already declared"):
         prog.mailboxes(sysmbox=1)
     with pytest.raises(ValueError, match="one mailbox size per tasklet"):
@@ -303,6 +305,20 @@ def test_mailbox_misuse_faults_the_dpu(body: str, reason: str) -> None:
             return fault.reason
 
     assert reason in _emu().run(host)
+
+
+def test_the_host_api_cannot_name_the_mailboxes() -> None:
+    prog = aiopim.Program("m", nr_tasklets=2, stdio=False)
+    prog.mailboxes(sysmbox=1, mbox=1)
+
+    async def host() -> None:
+        async with await aiopim.DpuSet.alloc(1) as dpus:
+            await dpus.load(prog)
+            with pytest.raises(aiopim.DpuError) as info:
+                await dpus.copy_to("__sys_mbox", np.zeros(1, np.uint32))
+            assert info.value.code is DpuErrorCode.DPU_ERR_UNKNOWN_SYMBOL
+
+    _emu().run(host)
 
 
 def test_a_program_without_mailboxes_faults_on_sys_mbox_recv() -> None:

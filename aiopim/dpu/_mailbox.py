@@ -2,10 +2,11 @@
 
 The 2017 runtime configured them in a script (``tasklet add 0..15 medium main 1`` gives each of
 16 tasklets a one-word mailbox, ``sysmbox 2`` a two-word system mailbox); a program declares the
-same with :meth:`MailboxConfig.mailboxes`. Both live in emulated WRAM as two runtime symbols,
-``__sys_mbox`` (the system words) and ``__mbox`` (every tasklet's words, tasklet after tasklet).
-Tasklets read them with ``sys_mbox_recv()`` / ``mbox_recv()`` and post with ``mbox_send()``;
-the host API has no mailbox call: the Kelonia interfaces (:mod:`aiopim.kelonia`) move the words.
+same with :meth:`MailboxConfig.mailboxes`. Both live in emulated WRAM as two runtime variables,
+``__sys_mbox`` (the system words) and ``__mbox`` (every tasklet's words, tasklet after tasklet),
+which are not in the program's symbol table. Tasklets read them with ``sys_mbox_recv()`` /
+``mbox_recv()`` and post with ``mbox_send()``; the host reaches them only through the Kelonia
+interfaces (:mod:`aiopim.kelonia`), which get their addresses from :meth:`mailbox_symbols`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 
 from .. import timing
 from .._core._dpu import DpuFault
+from .._core._program import Symbol
 from ._base import TaskletBase
 
 if TYPE_CHECKING:
@@ -62,7 +64,9 @@ class MailboxConfig:
         @property
         def nr_tasklets(self) -> int: ...
 
-        def host(self, name: str, dtype: Any = ..., count: int = 1, init: Any = None) -> Var: ...
+        def wram(self, name: str, dtype: Any = ..., count: int = 1, init: Any = None) -> Var: ...
+
+        def address_of(self, var: Var | str) -> int: ...
 
     def mailboxes(self, sysmbox: int = 0, mbox: int | Sequence[int] = 0) -> MailboxLayout:
         """Declare a ``sysmbox``-word system mailbox and ``mbox`` words per tasklet (one count
@@ -77,11 +81,24 @@ class MailboxConfig:
                 raise ValueError(f"{what} word counts must be integers >= 0, not {n!r}")
         layout = MailboxLayout(sysmbox, tuple(words))
         if sysmbox:
-            self.host(SYS_MBOX_SYMBOL, np.uint32, sysmbox)
+            self.wram(SYS_MBOX_SYMBOL, np.uint32, sysmbox)
         if layout.mbox_bytes:
-            self.host(MBOX_SYMBOL, np.uint32, layout.mbox_bytes // WORD)
+            self.wram(MBOX_SYMBOL, np.uint32, layout.mbox_bytes // WORD)
         self.mailbox_layout = layout
         return layout
+
+    def mailbox_symbols(self) -> tuple[Symbol | None, Symbol | None]:
+        """Where the system mailbox and the tasklet mailboxes are in WRAM (None: no words)."""
+        layout = self.mailbox_layout
+        if layout is None:
+            return None, None
+        sys_sym = mbox_sym = None
+        if layout.sysmbox_words:
+            at = self.address_of(SYS_MBOX_SYMBOL)
+            sys_sym = Symbol(SYS_MBOX_SYMBOL, at, WORD * layout.sysmbox_words)
+        if layout.mbox_bytes:
+            mbox_sym = Symbol(MBOX_SYMBOL, self.address_of(MBOX_SYMBOL), layout.mbox_bytes)
+        return sys_sym, mbox_sym
 
 
 class MailboxOps(TaskletBase):

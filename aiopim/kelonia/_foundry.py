@@ -13,7 +13,8 @@ import anyio
 import numpy as np
 
 from .. import DpuError, DpuErrorCode, DpuProgram, DpuSet, Emulator, Symbol
-from ..dpu import MBOX_SYMBOL, SYS_MBOX_SYMBOL, MailboxLayout
+from ..dpu import MailboxLayout
+from ..dpu._mailbox import MailboxConfig
 from ..elf import load_elf
 from ._coreapi import MRAM_BIT, MRAM_SIZE
 from ._didl import MEMORY_COPY, Function, check_resources
@@ -161,6 +162,7 @@ class BasicDpuAssembly:
         self.line = line
         layout = getattr(program, "mailbox_layout", None)
         self._layout = layout if isinstance(layout, MailboxLayout) else None
+        self._symbols = program.mailbox_symbols() if isinstance(program, MailboxConfig) else None
         self.device = line.device
         self.interface = line.device.interface
         self._dpus = dpus
@@ -213,7 +215,7 @@ class BasicDpuAssembly:
             return MemoryCopyWorker(slot)
         f = iface.didl.function(task)
         cls = _worker_class(f)
-        return cls(slot, f, self._layout)
+        return cls(slot, f, self._layout, self._symbols or (None, None))
 
     async def clear(self) -> None:
         """Free the DPUs; the workers stop working."""
@@ -254,10 +256,17 @@ class _Worker:
 class FunctionWorker(_Worker):
     """Calls one DIDL function on one DPU: post the inputs, boot, collect the outputs."""
 
-    def __init__(self, slot: _Slot, function: Function, layout: MailboxLayout | None) -> None:
+    def __init__(
+        self,
+        slot: _Slot,
+        function: Function,
+        layout: MailboxLayout | None,
+        symbols: tuple[Symbol | None, Symbol | None],
+    ) -> None:
         super().__init__(slot)
         self.function = function
         self._layout = layout
+        self._sys_symbol, self._mbox_symbol = symbols
 
     async def invoke(self, *args: Any, **kwargs: Any) -> Any:
         """Run the function with these ``in`` values; return its ``out`` values."""
@@ -288,8 +297,9 @@ class FunctionWorker(_Worker):
                     sys_bytes[WORD * w] = int(word)
                 else:
                     mbox_bytes[self._mbox_offset(t, w)] = int(word)
-        for symbol, words in ((SYS_MBOX_SYMBOL, sys_bytes), (MBOX_SYMBOL, mbox_bytes)):
+        for symbol, words in ((self._sys_symbol, sys_bytes), (self._mbox_symbol, mbox_bytes)):
             for offset, run in _runs(words):
+                assert symbol is not None  # the mappings were checked against the program
                 await dset.copy_to(symbol, run, offset=offset)
         await dset.launch()
         return result_value(f, await self._collect())
@@ -310,7 +320,8 @@ class FunctionWorker(_Worker):
         lo = min(slots, default=0)
         if slots:
             span = (max(slots) - lo) // WORD + 1
-            box = (await dset.copy_from(MBOX_SYMBOL, np.uint32, span, offset=lo))[0]
+            assert self._mbox_symbol is not None
+            box = (await dset.copy_from(self._mbox_symbol, np.uint32, span, offset=lo))[0]
         outs: list[np.ndarray] = []
         for p in f.outputs:
             m = f.mapping(p.name)
