@@ -137,7 +137,7 @@ def test_a_dpu_fault_names_the_dpu_and_the_task_and_the_dpu_recovers(backend: st
     err, after = _emu().run(host, backend=backend)
     assert err.code is DpuErrorCode.DPU_ERR_DPU_FAULT and isinstance(err, aiopim.DpuError)
     assert (err.dpu_number, err.task) == (1, "echo")
-    assert "DPU 1, task echo" in str(err) and "unlucky" in str(err) and "tasklet 1" in str(err)
+    assert "DPU 1, task echo" in str(err) and "(fault 3: unlucky in tasklet 1)" in str(err)
     assert after == [3, 4]
 
 

@@ -238,8 +238,9 @@ def _low_level(slot: _Slot, task: str, exc: DpuError) -> DpuLowLevelError:
     detail = exc.detail or str(exc)
     fault = slot.dset.faults[0]
     if fault is not None and exc.code is DpuErrorCode.DPU_ERR_DPU_FAULT:
+        code = "" if fault.code is None else f"fault {fault.code}: "
         where = "" if fault.tasklet is None else f" in tasklet {fault.tasklet}"
-        detail = f"{detail} ({fault.reason}{where})"
+        detail = f"{detail} ({code}{fault.reason}{where})"
     return DpuLowLevelError(exc.value, slot.number, task, detail)
 
 
