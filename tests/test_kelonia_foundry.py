@@ -353,3 +353,25 @@ def test_example_script_prints_the_same_on_both_backends() -> None:
         outs.append(proc.stdout)
     assert outs[0] == outs[1]
     assert "4 DPUs:" in outs[0] and "virtual time:" in outs[0]
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "message"),
+    [
+        ([2**64, 1], ValueError, "a has values that do not fit u64"),
+        ([-1, 2], ValueError, "do not fit u64"),
+        ([1.5, 2], TypeError, "a must hold integers (u64[2]), not float64"),
+        ("ab", TypeError, "not a str"),
+        ([1, 2, 3], ValueError, "a must have 2 elements (u64), got shape (3,)"),
+        ([True, False], TypeError, "not bool"),
+    ],
+)
+def test_array_arguments_are_checked(value: Any, error: type[Exception], message: str) -> None:
+    from aiopim.kelonia._interface import elements
+
+    p = parse_didl("function f(a: in u64[2]) { a <- dram[0] }").functions[0].params[0]
+    assert elements(p, [2**64 - 1, 3]).tolist() == [2**64 - 1, 3]
+    assert elements(p, np.array([7, 8], np.uint8)).dtype == np.uint64
+    with pytest.raises(error) as info:
+        elements(p, value)
+    assert message in str(info.value)

@@ -164,14 +164,23 @@ def elements(p: Param, value: Any) -> np.ndarray:
         arr = np.frombuffer(value, np.uint8)
     elif isinstance(value, str):
         raise TypeError(f"{name} must hold integers ({p.scalar}[{p.length}]), not a str")
+    elif isinstance(value, list | tuple) and all(
+        isinstance(v, int | np.integer) and not isinstance(v, bool) for v in value
+    ):
+        arr = np.array([int(v) for v in value], dtype=object)  # no float detour for big ints
     else:
         arr = np.asarray(value)
-    if arr.dtype.kind not in "iu" or arr.dtype == np.bool_:
+    if arr.dtype.kind == "O" and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in arr.reshape(-1)
+    ):
+        lo, hi = min(arr.reshape(-1), default=0), max(arr.reshape(-1), default=0)
+    elif arr.dtype.kind in "iu":
+        lo, hi = (int(arr.min()), int(arr.max())) if arr.size else (0, 0)
+    else:
         raise TypeError(f"{name} must hold integers ({p.scalar}[{p.length}]), not {arr.dtype}")
     if arr.shape != (p.count,):
         raise ValueError(f"{name} must have {p.count} elements ({p.scalar}), got shape {arr.shape}")
-    as_int = arr.astype(object)
-    if arr.size and (min(as_int) < 0 or max(as_int) >= 1 << bits):
+    if lo < 0 or hi >= 1 << bits:
         raise ValueError(f"{name} has values that do not fit {p.scalar}")
     return arr.astype(p.dtype)
 
