@@ -273,3 +273,41 @@ def test_package_layout_generates_and_finds_devices(
     (dpu / "orphan.didl").write_text("function g(a: in u32) { a <- sysmbox[0] }")
     with pytest.raises(DpuFoundryError, match=r"no DPU program for orphan\.didl"):
         find_devices("kelpkg")
+
+
+def test_setuptools_build_py_generates_the_interfaces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    setuptools = pytest.importorskip("setuptools")
+    from aiopim.kelonia.setuptools_build import build_py
+
+    dpu = tmp_path / "src" / "kelbuild" / "dpu"
+    dpu.mkdir(parents=True)
+    (dpu.parent / "__init__.py").write_text("")
+    (dpu / "__init__.py").write_text("")
+    (dpu / "double.didl").write_text(PACKAGE_DIDL)
+    (dpu / "double.py").write_text(PACKAGE_PROGRAM)
+    monkeypatch.chdir(tmp_path)
+    dist = setuptools.Distribution(
+        {
+            "name": "kelbuild",
+            "packages": ["kelbuild", "kelbuild.dpu"],
+            "package_dir": {"": "src"},
+            "package_data": {"kelbuild.dpu": ["*.didl"]},
+            "cmdclass": {"build_py": build_py},
+            "script_name": "setup.py",
+        }
+    )
+    cmd = dist.get_command_obj("build_py")
+    cmd.build_lib = str(tmp_path / "build")
+    dist.run_command("build_py")
+    built = tmp_path / "build" / "kelbuild" / "dpu"
+    assert (dpu / "double_interface.py").is_file()  # generated in the source tree
+    assert sorted(p.name for p in built.iterdir()) == [
+        "__init__.py",
+        "double.didl",
+        "double.py",
+        "double_interface.py",
+    ]
+    text = (built / "double_interface.py").read_text()
+    assert "async def double(self, x: int) -> npt.NDArray[np.uint32]:" in text
