@@ -375,3 +375,26 @@ def test_array_arguments_are_checked(value: Any, error: type[Exception], message
     with pytest.raises(error) as info:
         elements(p, value)
     assert message in str(info.value)
+
+
+def test_a_posted_word_too_wide_for_its_output_type_fails_the_call(backend: str) -> None:
+    iface = KeloniaInterface(
+        parse_didl("function f(y: out u8[2]) { y <- mbox[0..1][0] }", "narrow.didl")
+    )
+    prog = aiopim.Program("narrow", nr_tasklets=2, stdio=False)
+    prog.mailboxes(mbox=1)
+
+    @prog.main
+    async def main(t: aiopim.Tasklet) -> None:
+        t.mbox_send(255 if t.me() == 0 else 300)
+
+    async def host() -> DpuLowLevelError:
+        line = BasicDpuAssemblyLine.using_dpu(DpuDeviceDescription(iface, prog))
+        async with await DpuFoundry.targeting(PYTHON).build(line) as assembly:
+            with pytest.raises(DpuLowLevelError) as info:
+                await assembly.worker(iface.Task.f).f()
+            return info.value
+
+    err = _emu().run(host, backend=backend)
+    assert err.code is DpuErrorCode.DPU_ERR_INVALID_MEMORY_TRANSFER
+    assert "'y' is u8 but the DPU posted 0x12c" in str(err) and err.task == "f"

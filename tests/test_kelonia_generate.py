@@ -29,6 +29,7 @@ from aiopim.kelonia import (
     DpuFoundryError,
     WorkerFactoryBuilder,
     find_devices,
+    generate_file,
     generate_package,
     load_didl,
 )
@@ -311,3 +312,18 @@ def test_setuptools_build_py_generates_the_interfaces(
     ]
     text = (built / "double_interface.py").read_text()
     assert "async def double(self, x: int) -> npt.NDArray[np.uint32]:" in text
+
+
+def test_generated_names_never_collide(tmp_path: Path) -> None:
+    didl = tmp_path / "task.didl"
+    didl.write_text("function assembly(x: in u32[2], y: inout u64) { x <- sysmbox[0..1], "
+                    "y <- dram[8] }")  # fmt: skip
+    out = generate_file(didl)
+    module = _import(out, "task_interface")
+    assert module.TaskInterface.instance().Task is module.Task
+    assert [t.name for t in module.Task] == ["assembly", "memory_copy"]
+    text = out.read_text()
+    assert (
+        "    async def assembly(self, x: Sequence[int] | npt.NDArray[Any] | bytes, y: int)"
+        " -> np.uint64:\n" in text
+    )

@@ -400,10 +400,16 @@ def _err(message: str, pos: Pos, expected: str = "") -> DidlError:
     return DidlError(message, pos.file, pos.line, pos.column, expected)
 
 
+#: Names a worker method or argument cannot take (the worker's own attributes, ``self``)
+RESERVED = {"function": {"invoke", "function", "dpu_number"}, "parameter": {"self"}}
+
+
 def _check_python_name(what: str, name: str, pos: Pos) -> None:
     py = snake_case(name)
-    if keyword.iskeyword(py) or keyword.issoftkeyword(py) or py.startswith("__"):
+    if keyword.iskeyword(py) or keyword.issoftkeyword(py) or py.startswith("_"):
         raise _err(f"{what} {name!r} cannot be a Python name ({py!r})", pos, "another name")
+    if py in RESERVED[what]:
+        raise _err(f"{what} {name!r} is reserved in generated workers", pos, "another name")
 
 
 def check_interface(iface: Interface) -> None:
