@@ -28,6 +28,7 @@ import aiopim
 from aiopim.kelonia import (
     PYTHON,
     BasicDpuAssemblyLine,
+    DpuBackend,
     DpuDeviceDescription,
     DpuFoundry,
     load_interface,
@@ -139,19 +140,20 @@ async def run_counts(
     """Both counts on ``device``; the lines to print (with virtual times on the emulator)."""
     foundry = DpuFoundry.targeting(PYTHON)
     task = device.interface.Task
+    emulated = device.backend is DpuBackend.EMULATED
     lines = []
-    t0 = aiopim.now() if device.program is not None else 0.0
+    t0 = aiopim.now() if emulated else 0.0
     async with await foundry.build(BasicDpuAssemblyLine.using_dpu(device)) as assembly:
         found = await count_with_one_dpu(assembly, task, small)
     lines.append(f"one DPU: {found} 'a's in {len(small)} bytes (Python: {small.count(b'a')})")
-    t1 = aiopim.now() if device.program is not None else 0.0
+    t1 = aiopim.now() if emulated else 0.0
     line = BasicDpuAssemblyLine.using_dpus(nr_dpus, device)
     async with await foundry.build(line) as assembly:
         found = await count_with_multiple_dpus(assembly, task, DataProvider(large, block_size))
     lines.append(
         f"{nr_dpus} DPUs: {found} 'a's in {len(large)} bytes (Python: {large.count(b'a')})"
     )
-    if device.program is not None:
+    if emulated:
         t2 = aiopim.now()
         lines.append(f"virtual time: one DPU {t1 - t0:.6f} s, {nr_dpus} DPUs {t2 - t1:.6f} s")
     return lines

@@ -12,9 +12,8 @@ from typing import Any
 import anyio
 import numpy as np
 
-from .. import DpuError, DpuErrorCode, DpuProgram, DpuSet, Emulator, Symbol
+from .. import DpuError, DpuErrorCode, DpuProgram, DpuSet, Emulator, Program, Symbol
 from ..dpu import MailboxLayout
-from ..dpu._mailbox import MailboxConfig
 from ..elf import load_elf
 from ._coreapi import MRAM_BIT, MRAM_SIZE
 from ._didl import MEMORY_COPY, Function, check_resources
@@ -162,7 +161,8 @@ class BasicDpuAssembly:
         self.line = line
         layout = getattr(program, "mailbox_layout", None)
         self._layout = layout if isinstance(layout, MailboxLayout) else None
-        self._symbols = program.mailbox_symbols() if isinstance(program, MailboxConfig) else None
+        self._symbols = program.mailbox_symbols() if isinstance(program, Program) else None
+        self._classes: dict[str, type[FunctionWorker]] = {}
         self.device = line.device
         self.interface = line.device.interface
         self._dpus = dpus
@@ -214,7 +214,9 @@ class BasicDpuAssembly:
         if task == MEMORY_COPY:
             return MemoryCopyWorker(slot)
         f = iface.didl.function(task)
-        cls = _worker_class(f)
+        cls = self._classes.get(task)
+        if cls is None:
+            cls = self._classes[task] = _worker_class(f)
         return cls(slot, f, self._layout, self._symbols or (None, None))
 
     async def clear(self) -> None:
