@@ -398,3 +398,35 @@ def test_a_posted_word_too_wide_for_its_output_type_fails_the_call(backend: str)
     err = _emu().run(host, backend=backend)
     assert err.code is DpuErrorCode.DPU_ERR_INVALID_MEMORY_TRANSFER
     assert "'y' is u8 but the DPU posted 0x12c" in str(err) and err.task == "f"
+
+
+def test_an_elf_binary_serves_mram_only_interfaces(tmp_path: Path, backend: str) -> None:
+    from aiopim._core._elfwriter import sample_dpu_elf
+
+    data, _ = sample_dpu_elf(nr_tasklets=1)
+    path = tmp_path / "kelonia_sum.elf"
+    path.write_bytes(data)
+
+    async def model(t: aiopim.Tasklet) -> None:
+        await t.mram_read(0x200000, 0x800, 16)
+        total = int(t.view(0x800, np.uint32, 4).sum())
+        t.view(0x800, np.uint64, 1)[0] = total
+        await t.mram_write(0x800, 0x200010, 8)
+
+    aiopim.register_model("kelonia_sum", model)
+    iface = KeloniaInterface(
+        parse_didl(
+            "function sum(x: in u32[4], s: out u64) { x <- dram[0x200000], s <- dram[0x200010] }",
+            "sum.didl",
+        )
+    )
+
+    async def host() -> int:
+        line = BasicDpuAssemblyLine.using_dpu(DpuDeviceDescription(iface, str(path)))
+        async with await DpuFoundry.targeting(PYTHON).build(line) as assembly:
+            return int(await assembly.worker(iface.Task.sum).sum([1, 2, 3, 2**32 - 1]))
+
+    assert _emu().run(host, backend=backend) == 2**32 + 5
+    boxed = KeloniaInterface(parse_didl("function g(a: in u32) { a <- sysmbox[0] }", "g.didl"))
+    with pytest.raises(DidlError, match="declares no mailboxes"):
+        DpuDeviceDescription(boxed, str(path)).check(aiopim.load_elf(path))
