@@ -4,7 +4,7 @@ from .._core._dpu import DpuFault, FaultInfo
 from ._alloc import BUDDY_MIN_BLOCK, FsbAllocator
 from ._errno import EALREADY, EINVAL, ENOMEM, NULL
 from ._fifo import FifoDecl
-from ._mailbox import MBOX_SYMBOL, SYS_MBOX_SYMBOL, MailboxLayout
+from ._mailbox import MailboxLayout
 from ._mram import FAULT_MRAM_UNALIGNED, SEQREAD_CACHE_SIZES, SeqReader
 from ._perfcounter import (
     COUNT_CYCLES,
@@ -38,8 +38,6 @@ __all__ = [
     "EINVAL",
     "ENOMEM",
     "FAULT_ASSERT",
-    "MBOX_SYMBOL",
-    "SYS_MBOX_SYMBOL",
     "FAULT_DIVISION_BY_ZERO",
     "FAULT_HALT",
     "FAULT_HEAP_FULL",
