@@ -1,4 +1,4 @@
-"""The ``aiopim`` command: ``symbols``, ``replay`` and ``record``."""
+"""The ``aiopim`` command: ``symbols``, ``replay``, ``record`` and ``didl``."""
 
 from __future__ import annotations
 
@@ -141,10 +141,40 @@ def _record(argv: list[str]) -> int:
     return 0
 
 
+def _didl(argv: list[str]) -> int:
+    from .kelonia import DidlError, DpuFoundryError, generate_file, generate_package
+
+    ap = argparse.ArgumentParser(
+        prog="aiopim didl",
+        description="Generate the typed Python module of a DIDL interface (Kelonia's dpugeni).",
+    )
+    ap.add_argument("didl", nargs="?", help="a DIDL file")
+    ap.add_argument("-o", "--output", metavar="OUT.py", help="default: <stem>_interface.py")
+    ap.add_argument("--package", metavar="DIR", help="generate every <DIR>/dpu/*.didl instead")
+    opts = ap.parse_args(argv)
+    if (opts.didl is None) == (opts.package is None):
+        print("aiopim didl: give a DIDL file or --package DIR", file=sys.stderr)
+        return 2
+    try:
+        if opts.package is not None:
+            outs = generate_package(opts.package)
+        else:
+            outs = [generate_file(opts.didl, opts.output)]
+    except DidlError as exc:
+        print(f"aiopim didl: {exc}", file=sys.stderr)
+        return 1
+    except (OSError, DpuFoundryError) as exc:
+        print(f"aiopim didl: {exc}", file=sys.stderr)
+        return 2
+    for out in outs:
+        print(f"wrote {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``aiopim`` command."""
     args = sys.argv[1:] if argv is None else list(argv)
-    commands = {"symbols": main_symbols, "replay": _replay, "record": _record}
+    commands = {"symbols": main_symbols, "replay": _replay, "record": _record, "didl": _didl}
     if args and args[0] in commands:
         return commands[args[0]](args[1:])
     parser = argparse.ArgumentParser(prog="aiopim", description="UPMEM PIM emulator")
@@ -153,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("symbols", help="print the host-visible symbols of a DPU ELF binary")
     sub.add_parser("replay", help="replay a scenario file; export trace, Gantt, summary")
     sub.add_parser("record", help="record a host program's run as a scenario file")
+    sub.add_parser("didl", help="generate the Python module of a Kelonia DIDL interface")
     parser.parse_args(args)
     parser.print_help()
     return 0

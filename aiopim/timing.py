@@ -312,3 +312,20 @@ PERFCOUNTER_CONFIG_INSTRUCTIONS = 8
 #: ``printf``: open/close the print sequence (lock, state), plus per byte cached. [A] stdio.c
 PRINTF_INSTRUCTIONS = 30
 PRINTF_PER_BYTE_INSTRUCTIONS = 6
+
+# --- Mailboxes (the 2017 run-time configuration: ``sysmbox N``, ``tasklet add ... N``) ---------
+# No cycle figure was ever published for the 2017 runtime's mailbox calls; the costs below are
+# built from the runtime calls above, which they resemble instruction for instruction.
+#: ``sys_mbox_recv()``: call, load the system mailbox address, return; the same shape as
+#: ``mem_reset`` minus its lock and store. [D] MEM_RESET_INSTRUCTIONS - 3
+SYS_MBOX_RECV_INSTRUCTIONS = MEM_RESET_INSTRUCTIONS - 3
+#: ``mbox_recv()``: ``sys_mbox_recv`` plus finding this tasklet's mailbox (``me()``, a multiply
+#: by the mailbox stride as a shift, an add). [D] SYS_MBOX_RECV_INSTRUCTIONS + 3
+MBOX_RECV_INSTRUCTIONS = SYS_MBOX_RECV_INSTRUCTIONS + 3
+#: ``mbox_send(buf, size)`` before its copy: ``mbox_recv``'s address arithmetic plus a size
+#: check against the mailbox and its branch; the copy itself costs ``memcpy_instructions(size)``.
+#: [D] MBOX_RECV_INSTRUCTIONS + 2
+MBOX_SEND_INSTRUCTIONS = MBOX_RECV_INSTRUCTIONS + 2
+#: Bytes in one mailbox word (the 2017 configuration counts mailboxes in 32-bit words). [V]
+#: upmem/dpu_demo checksum (``sysmbox 1`` holds one ``uint32_t``)
+MBOX_WORD_BYTES = 4

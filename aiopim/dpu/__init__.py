@@ -5,6 +5,7 @@ from .._machine._dpulog import decode_log
 from ._alloc import BUDDY_MIN_BLOCK, FsbAllocator
 from ._errno import EALREADY, EINVAL, ENOMEM, NULL
 from ._fifo import FifoDecl
+from ._mailbox import MailboxLayout
 from ._mram import FAULT_MRAM_UNALIGNED, SEQREAD_CACHE_SIZES, SeqReader
 from ._perfcounter import (
     COUNT_CYCLES,
@@ -52,6 +53,7 @@ __all__ = [
     "FaultInfo",
     "FifoDecl",
     "FsbAllocator",
+    "MailboxLayout",
     "MutexDecl",
     "MutexPoolDecl",
     "Program",

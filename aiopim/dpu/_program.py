@@ -23,6 +23,7 @@ from .._machine._program import (
 )
 from .._machine._wramfifo import struct_size
 from ._fifo import FifoDecl, check_fifo_geometry
+from ._mailbox import MailboxConfig
 from ._mram import DEFAULT_SEQREAD_CACHE_SIZE, SEQREAD_CACHE_SIZES
 from ._stdio import DEFAULT_STDOUT_BUFFER_SIZE
 from ._sync import MutexPoolDecl, SemaphoreDecl, VMutexDecl
@@ -80,7 +81,7 @@ class MutexDecl:
     name: str
 
 
-class Program(DpuProgram):
+class Program(MailboxConfig, DpuProgram):
     """A DPU program written in Python: declare variables, then decorate ``main``.
 
     >>> prog = Program("demo", nr_tasklets=4)

@@ -12,6 +12,7 @@ from .._machine._program import MRAM_BIT
 from .._runtime._kernel import WaitQueue
 from ._alloc import AllocMixin
 from ._fifo import FifoOps
+from ._mailbox import MailboxOps
 from ._mram import MramMixin
 from ._perfcounter import PerfcounterMixin
 from ._runner import ComputeCommand, DmaCommand, DpuFault, TaskletRunner
@@ -64,7 +65,7 @@ def _no_copy() -> None:
     """Bytes already in place (a DMA whose effect a synchronous runtime call applied)."""
 
 
-class Tasklet(FifoOps, MramMixin, AllocMixin, StdioMixin, PerfcounterMixin):
+class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, PerfcounterMixin):
     """The runtime of one tasklet, passed to the program's ``main``."""
 
     def __init__(self, runner: TaskletRunner, program: TaskletProgram, tasklet_id: int) -> None:
