@@ -22,7 +22,16 @@ from ._machine import parse_profile
 from ._memory import Bytes, as_bytes
 from ._program import DpuProgram, MemorySpace, Symbol, space_offset
 from ._rank import Job, JobFailed, Rank, SyncGroup
-from ._set import DpuSetBase
+from ._set import Allocation, DpuSetBase
+from ._validate import (
+    UINT32_MAX,
+    check_callable,
+    check_flags,
+    check_int,
+    check_optional_str,
+    check_set,
+    check_str,
+)
 
 if TYPE_CHECKING:
     from ._dpu import Dpu
@@ -78,6 +87,8 @@ def _logged(op: str) -> Callable[[Callable[P, Awaitable[T]]], Callable[P, Awaita
     def deco(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> Awaitable[T]:
             first = args[0]
+            if op != "alloc":
+                check_set(first)  # a freed or stale handle never reaches the queues
             emu = first.emulator if isinstance(first, DpuSetBase) else first
             log: OpLog | None = emu.op_log  # type: ignore[attr-defined]
             if log is None:
@@ -100,6 +111,13 @@ async def alloc(
     emu: Emulator, cls: type[S], nr_dpus: int | None, nr_ranks: int | None, profile: str | None
 ) -> S:
     """``dpu_alloc`` / ``dpu_alloc_ranks``."""
+    profile = check_optional_str(profile, "profile")
+    if nr_dpus is None and nr_ranks is None:
+        raise TypeError("nr_dpus must be an int, not NoneType")
+    if nr_dpus is not None:
+        nr_dpus = check_int(nr_dpus, "nr_dpus", E.DPU_ERR_ALLOCATION, high=UINT32_MAX)
+    if nr_ranks is not None:
+        nr_ranks = check_int(nr_ranks, "nr_ranks", E.DPU_ERR_ALLOCATION, high=UINT32_MAX)
     parsed = parse_profile(profile)
     emu.configure(parsed)
     if nr_dpus is not None:
@@ -124,7 +142,10 @@ async def alloc(
         if nr_ranks == 0:
             raise DpuError(E.DPU_ERR_ALLOCATION, "cannot allocate 0 ranks")
         ranks = emu.allocate_ranks(parsed, -1 if nr_ranks == DPU_ALLOCATE_ALL else nr_ranks)
-    return cls(emu, ranks, root=True)
+    owner = Allocation()
+    for r in ranks:
+        r.owner = owner
+    return cls(emu, ranks, root=True, owner=owner)
 
 
 def _disable_surplus(ranks: list[Rank], surplus: int) -> None:
@@ -138,16 +159,18 @@ def _disable_surplus(ranks: list[Rank], surplus: int) -> None:
 
 @_logged("free")
 async def free(dset: DpuSetBase) -> None:
-    """``dpu_free``: queued jobs are abandoned; waits for running DPUs to stop."""
+    """``dpu_free``: queued jobs are abandoned; waits for running DPUs to stop and for the
+    non-blocking callbacks still running on the set's ranks (freeing joins the rank workers)."""
     if not dset._root or dset._freed:
         raise DpuError(E.DPU_ERR_INVALID_DPU_SET, "only a set returned by dpu_alloc can be freed")
     emu = dset.emulator
-    dset._freed = True
-    for r in dset.rank_list:
+    ranks = dset.rank_list
+    dset._owner.freed = True
+    for r in ranks:
         r.fail_queue_on_free()
     rec = emu.recorder
-    for r in dset.rank_list:
-        while r.running_dpus or r.current is not None:
+    for r in ranks:
+        while r.running_dpus or r.current is not None or r.running_callbacks:
             w = emu.kernel.new_waiter(f"rank {r.index} to stop before dpu_free")
             r.stop_waiters.append(w)
             t0 = emu.kernel.now
@@ -155,6 +178,7 @@ async def free(dset: DpuSetBase) -> None:
             if rec is not None:
                 rec.host_wait("free", t0, (r,))
         r.allocated = False
+        r.owner = None
         r.job_error = 0
 
 
@@ -177,7 +201,9 @@ def common_program(dset: DpuSetBase) -> DpuProgram:
 
 def get_symbol(program: DpuProgram, name: str) -> Symbol:
     """``dpu_get_symbol``."""
-    sym = program.symbols().get(name)
+    if not isinstance(program, DpuProgram):
+        raise TypeError(f"program must be a DPU program, not {type(program).__name__}")
+    sym = program.symbols().get(check_str(name, "symbol_name"))
     if sym is None:
         raise DpuError(
             E.DPU_ERR_UNKNOWN_SYMBOL,
@@ -369,6 +395,7 @@ async def _run_inline(dset: DpuSetBase, job: Job | None) -> None:
 @_logged("launch")
 async def launch(dset: DpuSetBase, policy: int) -> None:
     """``dpu_launch``: ASYNCHRONOUS returns once enqueued (boot happens in the job)."""
+    check_int(policy, "policy", E.DPU_ERR_INVALID_LAUNCH_POLICY, low=-UINT32_MAX)
     for d in dset.dpu_list:
         if d.program is None:
             raise DpuError(E.DPU_ERR_NO_PROGRAM_LOADED, f"DPU {d.name} has no program loaded")
@@ -420,7 +447,7 @@ def _resolve_symbol(dset: DpuSetBase, symbol: str | Symbol) -> Symbol:
     if isinstance(symbol, Symbol):
         return symbol
     if not isinstance(symbol, str):
-        raise TypeError(f"symbol must be a name or a Symbol, not {type(symbol).__name__}")
+        raise TypeError(f"symbol_name must be a name or a Symbol, not {type(symbol).__name__}")
     return get_symbol(common_program(dset), symbol)
 
 
@@ -428,9 +455,9 @@ def _check_symbol_access(
     dset: DpuSetBase, symbol: str | Symbol, offset: int, length: int, parallel: bool
 ) -> _Target:
     """The checks ``CHECK_SYMBOL`` makes in the calling thread (spec §1.5)."""
+    offset = check_int(offset, "offset", E.DPU_ERR_INVALID_SYMBOL_ACCESS)
+    length = check_int(length, "length", E.DPU_ERR_INVALID_SYMBOL_ACCESS)
     sym = _resolve_symbol(dset, symbol)
-    if offset < 0 or length < 0:
-        raise DpuError(E.DPU_ERR_INVALID_SYMBOL_ACCESS, "offset and length must be >= 0")
     if offset + length > sym.size:
         raise DpuError(
             E.DPU_ERR_INVALID_SYMBOL_ACCESS,
@@ -565,6 +592,7 @@ def _matrix(rank: Rank) -> dict[int, Any]:
 
 def prepare_xfer(dset: DpuSetBase, buf: Any) -> None:
     """``dpu_prepare_xfer``: record ``buf`` for every DPU of the set (None clears)."""
+    check_set(dset)
     for d in dset.dpu_list:
         m = _matrix(d.rank)
         if buf is None:
@@ -578,6 +606,8 @@ async def push_xfer(
     dset: DpuSetBase, xfer: int, symbol: str | Symbol, offset: int, length: int, flags: int
 ) -> None:
     """``dpu_push_xfer`` with the prepared per-DPU buffers."""
+    xfer = check_int(xfer, "xfer", E.DPU_ERR_INVALID_MEMORY_TRANSFER, low=-UINT32_MAX)
+    flags = check_flags(flags, "flags", E.DPU_ERR_INVALID_MEMORY_TRANSFER)
     parallel = bool(flags & DPU_XFER_PARALLEL) and not dset.is_single_dpu  # QUIRK reproduced
     target = _check_symbol_access(dset, symbol, offset, length, bool(flags & DPU_XFER_PARALLEL))
     if xfer not in (DPU_XFER_TO_DPU, DPU_XFER_FROM_DPU):
@@ -632,6 +662,7 @@ async def broadcast_to(
     dset: DpuSetBase, symbol: str | Symbol, offset: int, data: Any, length: int, flags: int
 ) -> None:
     """``dpu_broadcast_to``: PARALLEL is ignored (QUIRK reproduced), ASYNC honoured."""
+    flags = check_flags(flags, "flags", E.DPU_ERR_INVALID_MEMORY_TRANSFER)
     target = _check_symbol_access(dset, symbol, offset, length, False)
     view = host_view(data, length, writable=False, who="the broadcast buffer")
     single = dset._dpu
@@ -696,6 +727,8 @@ CallbackFn = Callable[[Any, int, Any], Any]
 @_logged("callback")
 async def callback(dset: S, fn: CallbackFn, args: Any, flags: int) -> None:
     """``dpu_callback`` with the exact semantics of each flag combination."""
+    check_callable(fn, "callback")
+    flags = check_flags(flags, "flags", E.DPU_ERR_INTERNAL)
     if flags & DPU_CALLBACK_NONBLOCKING and not flags & DPU_CALLBACK_ASYNC:
         raise DpuError(
             E.DPU_ERR_NONBLOCKING_SYNC_CALLBACK,
@@ -716,8 +749,15 @@ async def callback(dset: S, fn: CallbackFn, args: Any, flags: int) -> None:
     ranks = dset.rank_list
 
     def invoke(
-        call_set: Any, rank_id: int, held: list[Rank], done: Callable[[int, str], None]
+        call_set: Any,
+        rank_id: int,
+        held: list[Rank],
+        done: Callable[[int, str], None],
+        running: list[Rank] = [],  # noqa: B006 (never mutated)
     ) -> None:
+        for r in running:  # non-blocking: dpu_free waits for it on these ranks
+            r.running_callbacks += 1
+
         async def host_call() -> None:
             token = _callback_ranks.set(frozenset(r.index for r in held) if blocking else None)
             code, message = 0, ""
@@ -732,6 +772,10 @@ async def callback(dset: S, fn: CallbackFn, args: Any, flags: int) -> None:
                 code, message = int(exc.code), f"callback raised {exc}"
             finally:
                 _callback_ranks.reset(token)
+                for r in running:
+                    r.running_callbacks -= 1
+                    if r.stop_waiters:  # a dpu_free is waiting
+                        emu.kernel.call_soon(_notify_stopped, r, r.actor)
             rec = emu.recorder
             if rec is not None:
                 rec.callback_ran(call_set.rank_list, t0, code)
@@ -779,7 +823,7 @@ async def callback(dset: S, fn: CallbackFn, args: Any, flags: int) -> None:
                         rank.kernel.call_soon(lambda _: rank.finish(j, E.DPU_OK))
                         return None
                     rank.detach_current(j)
-                    invoke(dset, ALL_RANKS_ID, [], lambda c, m: None)
+                    invoke(dset, ALL_RANKS_ID, [], lambda c, m: None, ranks)
                     return None
                 if last:
 
@@ -808,7 +852,7 @@ async def callback(dset: S, fn: CallbackFn, args: Any, flags: int) -> None:
         def body(j: Job) -> None:
             if not blocking:
                 rank.detach_current(j)
-                invoke(call_set, rank_id, [], lambda c, m: None)  # QUIRK: result ignored
+                invoke(call_set, rank_id, [], lambda c, m: None, [rank])  # QUIRK: result ignored
                 return None
             invoke(call_set, rank_id, [rank], lambda c, m: _finish_job(j, c, m))
             return None
@@ -817,6 +861,10 @@ async def callback(dset: S, fn: CallbackFn, args: Any, flags: int) -> None:
         return job
 
     await _submit(dset, make, wait=not is_async, parallel=parallel, what="callback")
+
+
+def _notify_stopped(rank: Rank) -> None:
+    rank._notify_stopped()
 
 
 def _finish_job(job: Job, code: int, message: str) -> None:
@@ -862,6 +910,7 @@ def log_read(dset: DpuSetBase, stream: TextIO | None = None) -> str:
     does, even when reading the buffer then fails (``DPU_ERR_LOG_*``)."""
     from ..dpu._stdio import read_log
 
+    check_set(dset)
     header = f"=== DPU#0x{dset.dpu_list[0].dpu_id if dset.dpu_list else 0:x} ===\n"
     if stream is not None:
         stream.write(header)

@@ -112,6 +112,10 @@ class Rank:
         for d in self.dpus:
             d.on_stop = self._dpu_stopped
         self.allocated = False
+        #: the allocation (``_set.Allocation``) that holds this rank; None while free
+        self.owner: object | None = None
+        #: non-blocking callbacks of this rank still running (dpu_free waits for them)
+        self.running_callbacks = 0
         self.nr_job_slots = 16
         self.free_slots = 16
         self.queue: deque[Job] = deque()
@@ -264,7 +268,12 @@ class Rank:
         self.kernel.call_soon(self._try_start, None, self.actor)
 
     def _notify_stopped(self) -> None:
-        if self.stop_waiters and self.current is None and self.running_dpus == 0:
+        if (
+            self.stop_waiters
+            and self.current is None
+            and self.running_dpus == 0
+            and self.running_callbacks == 0
+        ):
             waiters, self.stop_waiters = self.stop_waiters, []
             for w in waiters:
                 w.resolve()

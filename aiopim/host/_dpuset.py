@@ -61,12 +61,14 @@ class DpuSet(DpuSetBase):
 
     # -- structure ---------------------------------------
     def __len__(self) -> int:
+        self.check_owned()
         return len(self.dpu_list)
 
     def __iter__(self) -> Iterator[DpuSet]:
         return self.iter_dpus()
 
     def __getitem__(self, i: int) -> DpuSet:
+        self.check_owned()
         return self._child_dpu(self.dpu_list[i])
 
     @property
@@ -82,6 +84,7 @@ class DpuSet(DpuSetBase):
     @property
     def nr_ranks(self) -> int:
         """Number of ranks."""
+        self.check_owned()
         return len(self.rank_list)
 
     # -- programs ---------------------------------------
@@ -114,6 +117,7 @@ class DpuSet(DpuSetBase):
     @property
     def faults(self) -> list[FaultInfo | None]:
         """Fault information of each DPU (None when it is not in fault)."""
+        self.check_owned()
         return [d.fault for d in self.dpu_list]
 
     # -- transfers ---------------------------------------
