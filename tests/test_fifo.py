@@ -540,6 +540,51 @@ def test_fast_path_quirk_pushes_garbage_to_dpus_without_a_buffer(backend: str) -
     assert aiopim.run(main, backend=backend, machine=machine(1, 2)) == [1, 1]
 
 
+def test_fast_path_advances_each_dpus_own_write_pointer(backend: str) -> None:
+    # DPU 0 takes two elements that DPU 1 (full) refuses, so their write pointers differ by 2
+    # (4 and 2) while their slots agree; then both are empty and the push takes the fast path.
+    # The SDK broadcasts DPU 0's pointer + 1 and moves DPU 1's from 2 to 5: three elements in
+    # a two-slot FIFO. aiopim warns and advances each DPU's own pointer (QUIRK fixed).
+    prog, _ = hold_program(ptr_size=1)
+
+    async def main() -> tuple[list[int], list[int], list[int]]:
+        dpus = await dpu_alloc(2, "")
+        await dpu_load(dpus, prog)
+        link = dpu_link_input_fifo(dpus, "fin")
+        dpu_fifo_set_push_max_retries(link, dpus, 0)
+        d0, d1 = dpus.dpus
+
+        async def push(a: int, b: int) -> None:
+            dpu_fifo_prepare_xfer(d0, link, np.array([a], np.uint64))
+            dpu_fifo_prepare_xfer(d1, link, np.array([b], np.uint64))
+            await dpu_fifo_push_xfer(dpus, link, DPU_XFER_DEFAULT)
+
+        async def set_read_ptr(d: Any, rd: int) -> None:  # what popping would do
+            await d.copy_to("fin", np.array([rd], np.uint64))
+
+        await push(1, 1)
+        await push(2, 2)  # both full
+        for rd0, value in [(2, 3), (3, 4)]:
+            await set_read_ptr(d0, rd0)
+            with pytest.raises(DpuError) as info:
+                await push(value, value)  # DPU 0 takes it, DPU 1 is full
+            assert info.value.code == DPU_ERR_WRAM_FIFO_FULL
+        await set_read_ptr(d0, 4)
+        await set_read_ptr(d1, 2)
+        wr = prog.address_of("fin") + 8
+        before = [u64(d, wr) for d in dpus.dpu_list]
+        with pytest.warns(aiopim.DpuQuirkWarning, match="from 2 to 5"):
+            await push(5, 6)
+        after = [u64(d, wr) for d in dpus.dpu_list]
+        sizes = [get_fifo_size(link, d) for d in dpus.dpus]
+        return before, after, sizes
+
+    before, after, sizes = aiopim.run(main, backend=backend, machine=machine(1, 2))
+    assert before == [4, 2]
+    assert after == [5, 3]  # the SDK would leave [5, 5]
+    assert sizes == [1, 1]
+
+
 # --- polling, wake-ups and deadlocks --------------------------------------------------------------
 def test_polling_tasklets_take_pipeline_slots_without_python_steps(backend: str) -> None:
     n = 20_000  # 0.6 ms at 1/12 of the pipeline: done before the host stops the pollers

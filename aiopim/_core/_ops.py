@@ -728,7 +728,8 @@ CallbackFn = Callable[[Any, int, Any], Any]
 async def callback(dset: S, fn: CallbackFn, args: Any, flags: int) -> None:
     """``dpu_callback`` with the exact semantics of each flag combination."""
     check_callable(fn, "callback")
-    flags = check_flags(flags, "flags", E.DPU_ERR_INTERNAL)
+    # any int is a flag word, converted to uint32 as the C enum parameter would be
+    flags = check_int(flags, "flags", E.DPU_ERR_INTERNAL, low=-(1 << 63)) & UINT32_MAX
     if flags & DPU_CALLBACK_NONBLOCKING and not flags & DPU_CALLBACK_ASYNC:
         raise DpuError(
             E.DPU_ERR_NONBLOCKING_SYNC_CALLBACK,

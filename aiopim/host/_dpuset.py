@@ -15,6 +15,7 @@ from .._core._emulator import Emulator, current_emulator
 from .._core._errors import DpuError, DpuErrorCode
 from .._core._program import DpuProgram, Symbol
 from .._core._set import DpuSetBase
+from .._core._validate import check_callable, check_int
 from ._fifo import InputFifo, OutputFifo
 
 
@@ -169,10 +170,19 @@ class DpuSet(DpuSetBase):
 
         With ``wait=False`` the array is returned at once and filled when the job runs.
         """
+        self.check_owned()
+        offset = check_int(offset, "offset", DpuErrorCode.DPU_ERR_INVALID_SYMBOL_ACCESS)
         dt = np.dtype(dtype)
+        sym = symbol if isinstance(symbol, Symbol) else self.symbol(symbol)
         if count is None:
-            sym = symbol if isinstance(symbol, Symbol) else self.symbol(symbol)
-            count = (sym.size - offset) // dt.itemsize
+            count = max(0, (sym.size - offset) // dt.itemsize)
+        count = check_int(count, "count", DpuErrorCode.DPU_ERR_INVALID_SYMBOL_ACCESS)
+        if offset + count * dt.itemsize > sym.size:  # before allocating the result
+            raise DpuError(
+                DpuErrorCode.DPU_ERR_INVALID_SYMBOL_ACCESS,
+                f"offset {offset} + {count} x {dt.itemsize} bytes exceeds symbol {sym.name!r} "
+                f"of {sym.size} bytes",
+            )
         out = np.zeros((len(self), count), dtype=dt)
         flags = (0 if wait else _ops.DPU_XFER_ASYNC) | (_ops.DPU_XFER_PARALLEL if parallel else 0)
         for d, row in zip(self.iter_dpus(), out, strict=True):
@@ -203,6 +213,8 @@ class DpuSet(DpuSetBase):
         parallel: bool = False,
     ) -> None:
         """Run ``fn(rank_set, rank_id, args)`` (sync or async) between the queued jobs."""
+        self.check_owned()
+        check_callable(fn, "fn")
         flags = (
             (0 if wait else _ops.DPU_CALLBACK_ASYNC)
             | (0 if blocking else _ops.DPU_CALLBACK_NONBLOCKING)
