@@ -585,6 +585,38 @@ def test_fast_path_advances_each_dpus_own_write_pointer(backend: str) -> None:
     assert sizes == [1, 1]
 
 
+def test_toolkit_program_with_skewed_write_pointers_is_conserved(backend: str) -> None:
+    # aiopim.testing's echo program: DPU 1 needs three times as long per element as DPU 0, so
+    # with no retries it refuses two of the pushes DPU 0 takes; once both are empty their
+    # write pointers are 4 and 2 and the last push takes the fast path. With the SDK's
+    # broadcast DPU 1's pointer went from 2 to 5 and the toolkit's log failed with
+    # "cannot attribute 2 write-pointer increment(s)".
+    from aiopim.testing import (
+        FifoDelay,
+        FifoGeometry,
+        FifoPush,
+        FifoRetries,
+        FifoStop,
+        FifoStream,
+        FifoSync,
+        Pim,
+        fifo_host,
+    )
+
+    m = machine(1, 2)
+    stream = FifoStream(FifoGeometry(1, 8), FifoGeometry(4, 16), 1, "all", 2000)
+    ops: list[Any] = [FifoRetries(0, 0)]
+    for j in range(6):
+        ops += [FifoPush((3 * j, 3 * j + 2)), FifoDelay(20)]
+    ops += [FifoDelay(2000), FifoPush((100, 101)), FifoStop(), FifoSync()]
+    log = Pim(backend).run(fifo_host, m, stream, ops, machine=m)
+    assert [i for i, e in enumerate(log.errors) if e] == [5, 7, 9, 11]
+    assert log.errors[5] == DPU_ERR_WRAM_FIFO_FULL
+    assert any("moving DPU 0.0.1's from 2 to 5" in q for q in log.quirks)
+    assert log.drained == [(0, 0), (0, 3), (0, 9), (0, 15), (1, 2), (1, 5), (0, 100), (1, 101)]
+    log.assert_conserved()
+
+
 # --- polling, wake-ups and deadlocks --------------------------------------------------------------
 def test_polling_tasklets_take_pipeline_slots_without_python_steps(backend: str) -> None:
     n = 20_000  # 0.6 ms at 1/12 of the pipeline: done before the host stops the pollers
