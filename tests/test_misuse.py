@@ -174,8 +174,15 @@ def test_an_async_failure_before_free_is_not_left_to_the_next_owner(backend: str
         dpu_prepare_xfer(old, buf)  # MRAM offset 4: the job fails (offsets are multiples of 8)
         await dpu_push_xfer(old, DPU_XFER_TO_DPU, "m", 4, 4, DPU_XFER_ASYNC)
         await dpu_free(old)
+        # the same failing job on the freed handle is refused, before and after a new owner
+
+        def again() -> Any:
+            return dpu_push_xfer(old, DPU_XFER_TO_DPU, "m", 4, 4, DPU_XFER_ASYNC)
+
+        await expect(E.DPU_ERR_INVALID_DPU_SET, again)
         new = await dpu_alloc(4, "")
-        await check_doubles(new, seed=1)
+        await expect(E.DPU_ERR_INVALID_DPU_SET, again)
+        await check_doubles(new, seed=1)  # its first calls see nothing of the old owner
 
     run(host, backend)
 

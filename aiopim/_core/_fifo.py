@@ -251,6 +251,7 @@ def fifo_size(link: FifoLink, dpu: Dpu) -> int:
 
 def fifo_elem(link: FifoLink, dpu: Dpu, buf: Any, i: int) -> Bytes:
     """``get_fifo_elem``: element ``i`` (oldest first) of the ring copied into ``buf``."""
+    i = check_int(i, "i", E.DPU_ERR_INVALID_MEMORY_TRANSFER, low=-(1 << 63))
     size = fifo_size(link, dpu)
     if not 0 <= i < size:
         raise IndexError(
