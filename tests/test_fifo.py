@@ -617,6 +617,48 @@ def test_toolkit_program_with_skewed_write_pointers_is_conserved(backend: str) -
     log.assert_conserved()
 
 
+def test_generated_fifo_program_with_a_pointer_the_sdk_moves_back(backend: str) -> None:
+    # found by aiopim.testing.fifo_scenarios against the SDK's broadcast: the asynchronous
+    # push of op 9 takes the fast path on rank 0, where DPU 0 is at 4 and DPU 1 at 6; the SDK
+    # would move DPU 1's write pointer from 6 back to 5 (the toolkit then failed with
+    # "cannot attribute -1 write-pointer increment(s)")
+    from aiopim.testing import (
+        FifoDrain,
+        FifoGeometry,
+        FifoPush,
+        FifoStop,
+        FifoStream,
+        FifoSync,
+        Pim,
+        assert_never_deadlocks,
+        fifo_host,
+    )
+
+    m = machine(2, 3)
+    stream = FifoStream(FifoGeometry(1, 8), FifoGeometry(1, 8), 1, "all", 20)
+    n = None
+    ops: list[Any] = [
+        FifoPush((0, 0, 0, 0, 0, n)),
+        FifoPush((0, 0, 0, 0, 0, n)),
+        FifoPush((0, 0, 1, n, n, n)),
+        FifoPush((0, n, n, n, n, n)),
+        FifoPush((0, 0, 0, 0, n, n)),
+        FifoDrain(),
+        FifoPush((n, 0, n, 0, 0, n)),
+        FifoDrain(),
+        FifoPush((n, 0, n, 0, 0, 0)),
+        FifoPush((0, 0, 0, 0, 0, 0), wait=False),
+        FifoStop(wait=False),
+        FifoSync(safe=True),
+        FifoDrain(),
+    ]
+    log = assert_never_deadlocks(Pim(backend).execute(fifo_host, m, stream, ops, machine=m))
+    assert log.errors == [None] * 4 + [DPU_ERR_WRAM_FIFO_FULL] + [None] * 8
+    assert any("moving DPU 0.0.1's from 6 to 5" in q for q in log.quirks)
+    assert len(log.drained) == 38 and sum(log.accepted) == 38
+    log.assert_conserved()
+
+
 # --- polling, wake-ups and deadlocks --------------------------------------------------------------
 def test_polling_tasklets_take_pipeline_slots_without_python_steps(backend: str) -> None:
     n = 20_000  # 0.6 ms at 1/12 of the pipeline: done before the host stops the pollers
