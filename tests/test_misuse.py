@@ -286,6 +286,28 @@ def test_free_waits_for_a_running_nonblocking_callback(backend: str) -> None:
     assert times["freed"] == 2 * ms  # the free returns when the last callback has returned
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_nonblocking_callback_can_free_its_own_set(backend: str) -> None:
+    freed_at: list[int] = []
+
+    async def host() -> None:
+        dpus = await dpu_alloc(2, "")
+
+        async def free_it(s: Any, rank_id: int, args: Any) -> int:
+            await anyio.sleep(1e-3)
+            await dpu_free(dpus)  # does not wait for itself
+            freed_at.append(round(aiopim.now() * 1e12))
+            return 0
+
+        await dpu_callback(dpus, free_it, None, DPU_CALLBACK_ASYNC | DPU_CALLBACK_NONBLOCKING)
+        await dpu_sync(dpus)
+        await anyio.sleep(2e-3)
+        await expect(E.DPU_ERR_INVALID_DPU_SET, lambda: dpu_sync(dpus))
+
+    run(host, backend, ranks=1)
+    assert freed_at == [timing.PS_PER_US * 1000]
+
+
 # --- 4. the star import under mypy --strict -------------------------------------------------------
 def test_error_code_names_are_exactly_the_enum_members() -> None:
     names = {n for n in sdk.__all__ if n.startswith("DPU_ERR_") or n == "DPU_OK"}

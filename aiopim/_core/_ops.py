@@ -63,6 +63,10 @@ ALL_RANKS_ID = 0xFFFFFFFF
 _callback_ranks: contextvars.ContextVar[frozenset[int] | None] = contextvars.ContextVar(
     "aiopim_callback_ranks", default=None
 )
+#: set inside a non-blocking callback's host task: the ranks whose dpu_free waits for it
+_counted_callback: contextvars.ContextVar[list[Rank] | None] = contextvars.ContextVar(
+    "aiopim_counted_callback", default=None
+)
 
 
 # ================================================================================================
@@ -168,6 +172,11 @@ async def free(dset: DpuSetBase) -> None:
     dset._owner.freed = True
     for r in ranks:
         r.fail_queue_on_free()
+    counted = _counted_callback.get()
+    for r in ranks:
+        if counted is not None and r in counted:  # freed from its own callback: do not wait
+            counted.remove(r)
+            r.running_callbacks -= 1
     rec = emu.recorder
     for r in ranks:
         while r.running_dpus or r.current is not None or r.running_callbacks:
@@ -756,11 +765,13 @@ async def callback(dset: S, fn: CallbackFn, args: Any, flags: int) -> None:
         done: Callable[[int, str], None],
         running: list[Rank] = [],  # noqa: B006 (never mutated)
     ) -> None:
-        for r in running:  # non-blocking: dpu_free waits for it on these ranks
+        counted = list(running)
+        for r in counted:  # non-blocking: dpu_free waits for it on these ranks
             r.running_callbacks += 1
 
         async def host_call() -> None:
             token = _callback_ranks.set(frozenset(r.index for r in held) if blocking else None)
+            own = _counted_callback.set(counted)
             code, message = 0, ""
             t0 = emu.kernel.now
             try:
@@ -773,7 +784,8 @@ async def callback(dset: S, fn: CallbackFn, args: Any, flags: int) -> None:
                 code, message = int(exc.code), f"callback raised {exc}"
             finally:
                 _callback_ranks.reset(token)
-                for r in running:
+                _counted_callback.reset(own)
+                for r in counted:
                     r.running_callbacks -= 1
                     if r.stop_waiters:  # a dpu_free is waiting
                         emu.kernel.call_soon(_notify_stopped, r, r.actor)
