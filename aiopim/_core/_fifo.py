@@ -49,7 +49,7 @@ from ._wramfifo import (
 if TYPE_CHECKING:
     from ._dpu import Dpu
     from ._recorder import Recorder
-    from ._set import DpuSetBase
+    from ._set import Allocation, DpuSetBase
 
 E = DpuErrorCode
 DPU_INPUT_FIFO = 0
@@ -95,8 +95,8 @@ class FifoLink:
         self.rank_fifos: dict[int, RankFifo] | None = {
             r.index: RankFifo(len(r.dpus)) for r in ranks
         }
-        #: the allocation (``_set.Allocation``) of the linked set; None: not checked
-        self.owner: Any = None
+        #: the allocation of the linked set (None: not checked)
+        self.owner: Allocation | None = None
 
     @property
     def name(self) -> str:

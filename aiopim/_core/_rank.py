@@ -19,6 +19,7 @@ from ._kernel import PRIO_LATE, HostWaiter, Kernel
 if TYPE_CHECKING:
     from ._dpu import Dpu
     from ._emulator import Emulator
+    from ._set import Allocation
 
 
 class JobFailed(Exception):
@@ -112,8 +113,8 @@ class Rank:
         for d in self.dpus:
             d.on_stop = self._dpu_stopped
         self.allocated = False
-        #: the allocation (``_set.Allocation``) that holds this rank; None while free
-        self.owner: object | None = None
+        #: the allocation that holds this rank; None while free
+        self.owner: Allocation | None = None
         #: non-blocking callbacks of this rank still running (dpu_free waits for them)
         self.running_callbacks = 0
         self.nr_job_slots = 16
