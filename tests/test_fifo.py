@@ -541,6 +541,125 @@ def test_fast_path_quirk_pushes_garbage_to_dpus_without_a_buffer(backend: str) -
     assert aiopim.run(main, backend=backend, machine=machine(1, 2)) == [1, 1]
 
 
+def test_fast_path_advances_each_dpus_own_write_pointer(backend: str) -> None:
+    # DPU 0 takes two elements that DPU 1 (full) refuses, so their write pointers differ by 2
+    # (4 and 2) while their slots agree; then both are empty and the push takes the fast path.
+    # The SDK broadcasts DPU 0's pointer + 1 and moves DPU 1's from 2 to 5: three elements in
+    # a two-slot FIFO. aiopim warns and advances each DPU's own pointer (QUIRK fixed).
+    prog, _ = hold_program(ptr_size=1)
+
+    async def main() -> tuple[list[int], list[int], list[int]]:
+        dpus = await dpu_alloc(2, "")
+        await dpu_load(dpus, prog)
+        link = dpu_link_input_fifo(dpus, "fin")
+        dpu_fifo_set_push_max_retries(link, dpus, 0)
+        d0, d1 = dpus.dpus
+
+        async def push(a: int, b: int) -> None:
+            dpu_fifo_prepare_xfer(d0, link, np.array([a], np.uint64))
+            dpu_fifo_prepare_xfer(d1, link, np.array([b], np.uint64))
+            await dpu_fifo_push_xfer(dpus, link, DPU_XFER_DEFAULT)
+
+        async def set_read_ptr(d: Any, rd: int) -> None:  # what popping would do
+            await d.copy_to("fin", np.array([rd], np.uint64))
+
+        await push(1, 1)
+        await push(2, 2)  # both full
+        for rd0, value in [(2, 3), (3, 4)]:
+            await set_read_ptr(d0, rd0)
+            with pytest.raises(DpuError) as info:
+                await push(value, value)  # DPU 0 takes it, DPU 1 is full
+            assert info.value.code == DPU_ERR_WRAM_FIFO_FULL
+        await set_read_ptr(d0, 4)
+        await set_read_ptr(d1, 2)
+        wr = prog.address_of("fin") + 8
+        before = [u64(d, wr) for d in dpus.dpu_list]
+        with pytest.warns(aiopim.DpuQuirkWarning, match="from 2 to 5"):
+            await push(5, 6)
+        after = [u64(d, wr) for d in dpus.dpu_list]
+        sizes = [get_fifo_size(link, d) for d in dpus.dpus]
+        return before, after, sizes
+
+    before, after, sizes = aiopim.run(main, backend=backend, machine=machine(1, 2))
+    assert before == [4, 2]
+    assert after == [5, 3]  # the SDK would leave [5, 5]
+    assert sizes == [1, 1]
+
+
+def test_toolkit_program_with_skewed_write_pointers_is_conserved(backend: str) -> None:
+    # aiopim.testing's echo program: DPU 1 needs three times as long per element as DPU 0, so
+    # with no retries it refuses two of the pushes DPU 0 takes; once both are empty their
+    # write pointers are 4 and 2 and the last push takes the fast path. With the SDK's
+    # broadcast DPU 1's pointer went from 2 to 5 and the toolkit's log failed with
+    # "cannot attribute 2 write-pointer increment(s)".
+    from aiopim.testing import (
+        FifoDelay,
+        FifoGeometry,
+        FifoPush,
+        FifoRetries,
+        FifoStop,
+        FifoStream,
+        FifoSync,
+        Pim,
+        fifo_host,
+    )
+
+    m = machine(1, 2)
+    stream = FifoStream(FifoGeometry(1, 8), FifoGeometry(4, 16), 1, "all", 2000)
+    ops: list[Any] = [FifoRetries(0, 0)]
+    for j in range(6):
+        ops += [FifoPush((3 * j, 3 * j + 2)), FifoDelay(20)]
+    ops += [FifoDelay(2000), FifoPush((100, 101)), FifoStop(), FifoSync()]
+    log = Pim(backend).run(fifo_host, m, stream, ops, machine=m)
+    assert [i for i, e in enumerate(log.errors) if e] == [5, 7, 9, 11]
+    assert log.errors[5] == DPU_ERR_WRAM_FIFO_FULL
+    assert any("moving DPU 0.0.1's from 2 to 5" in q for q in log.quirks)
+    assert log.drained == [(0, 0), (0, 3), (0, 9), (0, 15), (1, 2), (1, 5), (0, 100), (1, 101)]
+    log.assert_conserved()
+
+
+def test_generated_fifo_program_with_a_pointer_the_sdk_moves_back(backend: str) -> None:
+    # found by aiopim.testing.fifo_scenarios against the SDK's broadcast: the asynchronous
+    # push of op 9 takes the fast path on rank 0, where DPU 0 is at 4 and DPU 1 at 6; the SDK
+    # would move DPU 1's write pointer from 6 back to 5 (the toolkit then failed with
+    # "cannot attribute -1 write-pointer increment(s)")
+    from aiopim.testing import (
+        FifoDrain,
+        FifoGeometry,
+        FifoPush,
+        FifoStop,
+        FifoStream,
+        FifoSync,
+        Pim,
+        assert_never_deadlocks,
+        fifo_host,
+    )
+
+    m = machine(2, 3)
+    stream = FifoStream(FifoGeometry(1, 8), FifoGeometry(1, 8), 1, "all", 20)
+    n = None
+    ops: list[Any] = [
+        FifoPush((0, 0, 0, 0, 0, n)),
+        FifoPush((0, 0, 0, 0, 0, n)),
+        FifoPush((0, 0, 1, n, n, n)),
+        FifoPush((0, n, n, n, n, n)),
+        FifoPush((0, 0, 0, 0, n, n)),
+        FifoDrain(),
+        FifoPush((n, 0, n, 0, 0, n)),
+        FifoDrain(),
+        FifoPush((n, 0, n, 0, 0, 0)),
+        FifoPush((0, 0, 0, 0, 0, 0), wait=False),
+        FifoStop(wait=False),
+        FifoSync(safe=True),
+        FifoDrain(),
+    ]
+    log = assert_never_deadlocks(Pim(backend).execute(fifo_host, m, stream, ops, machine=m))
+    assert log.errors == [None] * 4 + [DPU_ERR_WRAM_FIFO_FULL] + [None] * 8
+    assert any("moving DPU 0.0.1's from 6 to 5" in q for q in log.quirks)
+    assert len(log.drained) == 38 and sum(log.accepted) == 38
+    log.assert_conserved()
+
+
 # --- polling, wake-ups and deadlocks --------------------------------------------------------------
 def test_polling_tasklets_take_pipeline_slots_without_python_steps(backend: str) -> None:
     n = 20_000  # 0.6 ms at 1/12 of the pipeline: done before the host stops the pollers

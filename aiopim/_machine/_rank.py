@@ -37,6 +37,10 @@ class Rank:
         for d in self.dpus:
             d.on_stop = self._dpu_stopped
         self.allocated = False
+        #: the allocation (a host-side token) that holds this rank; None while free
+        self.owner: object | None = None
+        #: non-blocking callbacks of this rank still running (dpu_free waits for them)
+        self.running_callbacks = 0
         self.nr_job_slots = 16
         self.free_slots = 16
         self.queue: deque[Job] = deque()
@@ -92,7 +96,7 @@ class Rank:
             self.held = True
             self._holds.popleft()(self)
         if self.current is not None or self.held or not self.queue:
-            self._notify_stopped()
+            self.notify_stopped()
             return
         job = self.queue[0]
         if not job.parallel and self.dpus_running:
@@ -184,8 +188,14 @@ class Rank:
         self.held = False
         self.kernel.call_soon(self._try_start, None, self.actor)
 
-    def _notify_stopped(self) -> None:
-        if self.stop_waiters and self.current is None and self.running_dpus == 0:
+    def notify_stopped(self) -> None:
+        """Wake the ``dpu_free`` waiting for this rank if nothing runs on it any more."""
+        if (
+            self.stop_waiters
+            and self.current is None
+            and self.running_dpus == 0
+            and self.running_callbacks == 0
+        ):
             waiters, self.stop_waiters = self.stop_waiters, []
             for w in waiters:
                 w.resolve()

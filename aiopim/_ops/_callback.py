@@ -13,7 +13,8 @@ from .._machine._rank import Rank
 from ._flags import ALL_RANKS_ID, CallbackMode
 from ._oplog import logged
 from ._set import DpuSetBase
-from ._submit import callback_ranks, submit
+from ._submit import callback_ranks, counted_callback, submit
+from ._validate import check_callable
 
 E = DpuErrorCode
 CallbackFn = Callable[[Any, int, Any], Any]
@@ -33,13 +34,25 @@ class _Call:
         self.mode = mode
         self.ranks = dset.rank_list
 
-    def invoke(self, call_set: Any, rank_id: int, held: list[Rank], done: Done) -> None:
-        """Run ``fn(call_set, rank_id, args)`` as a host task holding ``held``."""
+    def invoke(
+        self,
+        call_set: Any,
+        rank_id: int,
+        held: list[Rank],
+        done: Done,
+        running: tuple[Rank, ...] = (),
+    ) -> None:
+        """Run ``fn(call_set, rank_id, args)`` as a host task holding ``held``; a non-blocking
+        call counts as running on ``running`` (``dpu_free`` waits for it there)."""
         emu = self.dset.emulator
         fn, args, blocking = self.fn, self.args, self.mode.blocking
+        counted = list(running)
+        for r in counted:
+            r.running_callbacks += 1
 
         async def host_call() -> None:
             token = callback_ranks.set(frozenset(r.index for r in held) if blocking else None)
+            own = counted_callback.set(counted)
             code, message = 0, ""
             t0 = emu.kernel.now
             try:
@@ -52,6 +65,11 @@ class _Call:
                 code, message = int(exc.code), f"callback raised {exc}"
             finally:
                 callback_ranks.reset(token)
+                counted_callback.reset(own)
+                for r in counted:
+                    r.running_callbacks -= 1
+                    if r.stop_waiters:  # a dpu_free is waiting
+                        emu.kernel.call_soon(_notify_stopped, r, r.actor)
             rec = emu.recorder
             if rec is not None:
                 rec.callback_ran(call_set.rank_list, t0, code)
@@ -78,7 +96,7 @@ class CallbackJob(Job):
             call_set, rank_id = call.dset._child_rank(rank), call.ranks.index(rank)
         if not call.mode.blocking:
             rank.detach_current(self)
-            call.invoke(call_set, rank_id, [], _ignore)  # QUIRK: the result is ignored
+            call.invoke(call_set, rank_id, [], _ignore, (rank,))  # QUIRK: the result is ignored
             return None
         call.invoke(call_set, rank_id, [rank], lambda c, m: _finish_job(self, c, m))
         return None
@@ -103,7 +121,7 @@ class SingleCallJob(CallbackJob):
                 rank.kernel.call_soon(lambda _: rank.finish(self, E.DPU_OK))
                 return None
             rank.detach_current(self)
-            call.invoke(call.dset, ALL_RANKS_ID, [], _ignore)
+            call.invoke(call.dset, ALL_RANKS_ID, [], _ignore, tuple(call.ranks))
             return None
         if last:
             jobs = list(self.arrived)
@@ -139,6 +157,7 @@ class HoldingSingleCallJob(CallbackJob):
 @logged("callback")
 async def callback(dset: DpuSetBase, fn: CallbackFn, args: Any, mode: CallbackMode) -> None:
     """``dpu_callback`` with the exact semantics of each flag combination."""
+    check_callable(fn, "callback")
     if not mode.blocking and mode.wait:
         raise DpuError(
             E.DPU_ERR_NONBLOCKING_SYNC_CALLBACK,
@@ -180,6 +199,10 @@ async def callback(dset: DpuSetBase, fn: CallbackFn, args: Any, mode: CallbackMo
         parallel=mode.parallel,
         what="callback",
     )
+
+
+def _notify_stopped(rank: Rank) -> None:
+    rank.notify_stopped()
 
 
 def _ignore(code: int, message: str) -> None:

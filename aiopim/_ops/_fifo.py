@@ -38,12 +38,13 @@ from ._flags import XferMode
 from ._load import common_program, get_symbol
 from ._oplog import logged
 from ._submit import inline_ranks, submit
+from ._validate import check_int, check_set, check_str
 from ._xfer import host_view, require_parallel_wram
 
 if TYPE_CHECKING:
     from .._machine._dpu import Dpu
     from .._machine._recorder import Recorder
-    from ._set import DpuSetBase
+    from ._set import Allocation, DpuSetBase
 
 E = DpuErrorCode
 DPU_INPUT_FIFO = 0
@@ -89,6 +90,8 @@ class FifoLink:
         self.rank_fifos: dict[int, RankFifo] | None = {
             r.index: RankFifo(len(r.dpus)) for r in ranks
         }
+        #: the allocation of the linked set (None: not checked)
+        self.owner: Allocation | None = None
 
     @property
     def name(self) -> str:
@@ -118,6 +121,11 @@ class FifoLink:
                 f"the link to FIFO {self.name!r} was freed (dpu_fifo_link_free); link it again",
             )
         rf = self.rank_fifos.get(rank.index)
+        if self.owner is not None and (self.owner.freed or rank.owner is not self.owner):
+            raise DpuError(
+                E.DPU_ERR_INVALID_DPU_SET,
+                f"the link to FIFO {self.name!r} belongs to a DPU set that was freed (dpu_free)",
+            )
         if rf is None:
             raise DpuError(
                 E.DPU_ERR_INVALID_DPU_SET,
@@ -139,6 +147,8 @@ class FifoLink:
 # ================================================================================================
 def link_fifo(dset: DpuSetBase, name: str, direction: int) -> FifoLink:
     """``dpu_link_input_fifo`` / ``dpu_link_output_fifo`` (immediate, not a job)."""
+    check_set(dset)
+    name = check_str(name, "fifo_name")
     program = common_program(dset)
     struct = get_symbol(program, name)
     data = get_symbol(program, f"__{name}_data")
@@ -176,16 +186,27 @@ def link_fifo(dset: DpuSetBase, name: str, direction: int) -> FifoLink:
             DpuQuirkWarning,
             stacklevel=3,
         )
-    return FifoLink(direction, struct, data, ptr_size, data_size, dset.rank_list)
+    link = FifoLink(direction, struct, data, ptr_size, data_size, dset.rank_list)
+    link.owner = dset._owner
+    return link
+
+
+def check_link(link: Any) -> FifoLink:
+    """A ``FifoLink`` argument (``TypeError`` naming ``link`` otherwise)."""
+    if not isinstance(link, FifoLink):
+        raise TypeError(f"link must be a FIFO link (dpu_fifo_link_t), not {type(link).__name__}")
+    return link
 
 
 def link_free(link: FifoLink) -> None:
     """``dpu_fifo_link_free``."""
-    link.rank_fifos = None
+    check_link(link).rank_fifos = None
 
 
 def fifo_prepare_xfer(dset: DpuSetBase, link: FifoLink, buf: Any) -> None:
     """``dpu_fifo_prepare_xfer``: ``buf`` for every DPU of the set (None clears)."""
+    check_set(dset)
+    check_link(link)
     for d in dset.dpu_list:
         m = link.rank_fifo(d.rank).matrix
         if buf is None:
@@ -196,28 +217,36 @@ def fifo_prepare_xfer(dset: DpuSetBase, link: FifoLink, buf: Any) -> None:
 
 def set_push_max_retries(link: FifoLink, dset: DpuSetBase, max_retries: int) -> None:
     """``dpu_fifo_set_push_max_retries`` for the ranks of ``dset``."""
-    if max_retries < 0:
-        raise DpuError(E.DPU_ERR_INVALID_MEMORY_TRANSFER, "max_retries must be >= 0")
+    check_link(link)
+    check_set(dset)
+    max_retries = check_int(
+        max_retries, "max_retries", E.DPU_ERR_INVALID_MEMORY_TRANSFER, high=0xFFFFFFFF
+    )
     for r in dset.rank_list:
         link.rank_fifo(r).max_retries = int(max_retries)
 
 
 def set_time_for_push_retries(link: FifoLink, dset: DpuSetBase, microseconds: int) -> None:
     """``dpu_fifo_set_time_for_push_retries`` (µs between two push attempts)."""
-    if microseconds < 0:
-        raise DpuError(E.DPU_ERR_INVALID_MEMORY_TRANSFER, "the retry interval must be >= 0 µs")
+    check_link(link)
+    check_set(dset)
+    microseconds = check_int(
+        microseconds, "microseconds", E.DPU_ERR_INVALID_MEMORY_TRANSFER, high=0xFFFFFFFF
+    )
     for r in dset.rank_list:
         link.rank_fifo(r).time_for_retry_us = int(microseconds)
 
 
 def fifo_size(link: FifoLink, dpu: Dpu) -> int:
     """``get_fifo_size``: ``wr - rd`` of the pointer pair captured by the last push/flush."""
+    check_link(link)
     rd, wr = link.rank_fifo(dpu.rank).ptrs[dpu.index]
     return (int(wr) - int(rd)) & MASK64
 
 
 def fifo_elem(link: FifoLink, dpu: Dpu, buf: Any, i: int) -> Bytes:
     """``get_fifo_elem``: element ``i`` (oldest first) of the ring copied into ``buf``."""
+    i = check_int(i, "i", E.DPU_ERR_INVALID_MEMORY_TRANSFER, low=-(1 << 63))
     size = fifo_size(link, dpu)
     if not 0 <= i < size:
         raise IndexError(
@@ -235,6 +264,7 @@ def fifo_elem(link: FifoLink, dpu: Dpu, buf: Any, i: int) -> Bytes:
 @logged("fifo_push_xfer")
 async def fifo_push_xfer(dset: DpuSetBase, link: FifoLink, mode: XferMode) -> None:
     """``dpu_fifo_push_xfer``: one PARALLEL_FIFO_PUSH or _FLUSH job per rank."""
+    check_link(link)
     require_parallel_wram(dset, "WRAM FIFOs")
     single = dset._dpu
     # QUIRK fixed: the SDK always enqueues a PUSH on a single-DPU set, even for an output link
@@ -463,10 +493,23 @@ async def _fast_push(
             DpuQuirkWarning,
             stacklevel=1,
         )
+    skewed = [d for d in dpus if ptrs[d.index][1] != wr0]
+    if skewed:
+        d = skewed[0]
+        warnings.warn(
+            f"input FIFO {link.name!r}: the SDK's rank-wide push would broadcast DPU "
+            f"{dpus[0].name}'s write pointer + 1 ({wr0 + 1}) to DPU(s) "
+            f"{', '.join(x.name for x in skewed[:8])}, moving DPU {d.name}'s from "
+            f"{ptrs[d.index][1]} to {wr0 + 1} (more elements than slots, or a pointer moved "
+            "back); aiopim advances each DPU's own write pointer by one",
+            DpuQuirkWarning,
+            stacklevel=1,
+        )
     rf = link.rank_fifo(dpus[0].rank)
-    for d in dpus:
-        write_u64(d, s + WRITE_PTR, wr0 + 1)
-        rf.ptrs[d.index] = (ptrs[d.index][0], wr0 + 1)
+    for d in dpus:  # QUIRK fixed: each DPU's own wr + 1, not the first DPU's (same cost)
+        wr = ptrs[d.index][1]
+        write_u64(d, s + WRITE_PTR, wr + 1)
+        rf.ptrs[d.index] = (ptrs[d.index][0], wr + 1)
 
 
 async def _flush_output(

@@ -13,6 +13,7 @@ from .._machine._rank import Rank
 from ._oplog import logged
 from ._set import DpuSetBase
 from ._submit import submit
+from ._validate import check_str
 
 E = DpuErrorCode
 
@@ -33,7 +34,9 @@ def common_program(dset: DpuSetBase) -> DpuProgram:
 
 def get_symbol(program: DpuProgram, name: str) -> Symbol:
     """``dpu_get_symbol``."""
-    sym = program.symbols().get(name)
+    if not isinstance(program, DpuProgram):
+        raise TypeError(f"program must be a DPU program, not {type(program).__name__}")
+    sym = program.symbols().get(check_str(name, "symbol_name"))
     if sym is None:
         raise DpuError(
             E.DPU_ERR_UNKNOWN_SYMBOL,

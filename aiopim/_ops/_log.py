@@ -11,6 +11,7 @@ from .._machine._dpu import Dpu
 from .._machine._dpulog import STDOUT_BUFFER, decode_log
 from .._machine._program import MRAM_BIT
 from ._set import DpuSetBase
+from ._validate import check_set
 
 E = DpuErrorCode
 
@@ -37,6 +38,7 @@ def log_read(dset: DpuSetBase, stream: TextIO | None = None) -> str:
     """``dpu_log_read``: the header and the DPU's printf output, decoded from the program's
     MRAM log buffer (single DPU only). With ``stream``, the header is written first, as the SDK
     does, even when reading the buffer then fails (``DPU_ERR_LOG_*``)."""
+    check_set(dset)
     header = f"=== DPU#0x{dset.dpu_list[0].dpu_id if dset.dpu_list else 0:x} ===\n"
     if stream is not None:
         stream.write(header)

@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 from ._set import DpuSetBase
+from ._validate import check_set
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -30,6 +31,8 @@ def logged(op: str) -> Callable[[Callable[P, Awaitable[T]]], Callable[P, Awaitab
     def deco(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> Awaitable[T]:
             first = args[0]
+            if op != "alloc":
+                check_set(first)  # a freed or stale handle never reaches the queues
             emu = first.emulator if isinstance(first, DpuSetBase) else first
             log: OpLog | None = emu.op_log  # type: ignore[attr-defined]
             if log is None:

@@ -6,6 +6,8 @@ from collections.abc import Iterator
 from enum import IntEnum
 from typing import TYPE_CHECKING, Self
 
+from .._errors import DpuError, DpuErrorCode
+
 if TYPE_CHECKING:
     from .._emulator import Emulator
     from .._machine._dpu import Dpu
@@ -20,6 +22,16 @@ class DpuSetKind(IntEnum):
     DPU_SET_DPU = 1
 
 
+class Allocation:
+    """The identity of one ``dpu_alloc``: shared by its set and every child set, recorded by its
+    ranks as their owner while it lasts (a freed or stale handle is refused at every call)."""
+
+    __slots__ = ("freed",)
+
+    def __init__(self) -> None:
+        self.freed = False
+
+
 class DpuSetBase:
     """Structure shared by both host API faces; the operations live in ``_ops``."""
 
@@ -30,12 +42,26 @@ class DpuSetBase:
         dpu: Dpu | None = None,
         *,
         root: bool = False,
+        owner: Allocation | None = None,
     ) -> None:
         self._emulator = emulator
         self._ranks = ranks
         self._dpu = dpu
         self._root = root
-        self._freed = False
+        self._owner = owner if owner is not None else Allocation()
+
+    @property
+    def _freed(self) -> bool:
+        return self._owner.freed
+
+    def check_owned(self) -> None:
+        """Raise ``DPU_ERR_INVALID_DPU_SET`` unless the allocation is live and owns the ranks."""
+        ranks = [self._dpu.rank] if self._dpu is not None else self._ranks
+        if self._owner.freed or any(r.owner is not self._owner for r in ranks):
+            raise DpuError(
+                DpuErrorCode.DPU_ERR_INVALID_DPU_SET,
+                "this DPU set was freed (dpu_free); its ranks may belong to a newer allocation",
+            )
 
     @property
     def kind(self) -> DpuSetKind:
@@ -65,13 +91,14 @@ class DpuSetBase:
         return self._dpu is not None
 
     def _child_dpu(self, dpu: Dpu) -> Self:
-        return type(self)(self._emulator, [dpu.rank], dpu)
+        return type(self)(self._emulator, [dpu.rank], dpu, owner=self._owner)
 
     def _child_rank(self, rank: Rank) -> Self:
-        return type(self)(self._emulator, [rank])
+        return type(self)(self._emulator, [rank], owner=self._owner)
 
     def iter_dpus(self) -> Iterator[Self]:
         """Single-DPU sets in DPU_FOREACH order."""
+        self.check_owned()
         if self._dpu is not None:
             yield self
             return
@@ -80,6 +107,7 @@ class DpuSetBase:
 
     def iter_ranks(self) -> Iterator[Self]:
         """Single-rank sets in DPU_RANK_FOREACH order."""
+        self.check_owned()
         if self._dpu is not None:
             yield self
             return
@@ -88,10 +116,12 @@ class DpuSetBase:
 
     def programs(self) -> list[DpuProgram | None]:
         """Program loaded on each enabled DPU."""
+        self.check_owned()
         return [d.program for d in self.dpu_list]
 
     def __repr__(self) -> str:
+        freed = " (freed)" if self._owner.freed else ""
         if self._dpu is not None:
-            return f"<DpuSet DPU {self._dpu.name}>"
+            return f"<DpuSet DPU {self._dpu.name}{freed}>"
         ranks = [r.index for r in self._ranks]
-        return f"<DpuSet {len(self.dpu_list)} DPUs in ranks {ranks}>"
+        return f"<DpuSet {len(self.dpu_list)} DPUs in ranks {ranks}{freed}>"

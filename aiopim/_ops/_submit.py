@@ -20,6 +20,12 @@ callback_ranks: contextvars.ContextVar[frozenset[int] | None] = contextvars.Cont
 )
 
 
+#: set inside a non-blocking callback's host task: the ranks whose dpu_free waits for it
+counted_callback: contextvars.ContextVar[list[Rank] | None] = contextvars.ContextVar(
+    "aiopim_counted_callback", default=None
+)
+
+
 def check_sticky(ranks: list[Rank]) -> None:
     """Raise the sticky asynchronous error of the first broken rank."""
     for r in ranks:

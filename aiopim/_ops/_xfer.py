@@ -21,6 +21,7 @@ from ._load import common_program, get_symbol
 from ._oplog import logged
 from ._set import DpuSetBase
 from ._submit import prepared_buffers, submit
+from ._validate import check_int, check_set
 
 E = DpuErrorCode
 
@@ -36,7 +37,7 @@ def _resolve_symbol(dset: DpuSetBase, symbol: str | Symbol) -> Symbol:
     if isinstance(symbol, Symbol):
         return symbol
     if not isinstance(symbol, str):
-        raise TypeError(f"symbol must be a name or a Symbol, not {type(symbol).__name__}")
+        raise TypeError(f"symbol_name must be a name or a Symbol, not {type(symbol).__name__}")
     return get_symbol(common_program(dset), symbol)
 
 
@@ -44,9 +45,9 @@ def check_symbol_access(
     dset: DpuSetBase, symbol: str | Symbol, offset: int, length: int, parallel: bool
 ) -> _Target:
     """The checks ``CHECK_SYMBOL`` makes in the calling thread (sdk-reference.md §1.5)."""
+    offset = check_int(offset, "offset", E.DPU_ERR_INVALID_SYMBOL_ACCESS)
+    length = check_int(length, "length", E.DPU_ERR_INVALID_SYMBOL_ACCESS)
     sym = _resolve_symbol(dset, symbol)
-    if offset < 0 or length < 0:
-        raise DpuError(E.DPU_ERR_INVALID_SYMBOL_ACCESS, "offset and length must be >= 0")
     if offset + length > sym.size:
         raise DpuError(
             E.DPU_ERR_INVALID_SYMBOL_ACCESS,
@@ -215,6 +216,7 @@ class CopyJob(Job):
 
 def prepare_xfer(dset: DpuSetBase, buf: Any) -> None:
     """``dpu_prepare_xfer``: record ``buf`` for every DPU of the set (None clears)."""
+    check_set(dset)
     for d in dset.dpu_list:
         m = prepared_buffers(d.rank)
         if buf is None:

@@ -16,6 +16,7 @@ from .._machine._dpu import FaultInfo
 from .._machine._program import DpuProgram, Symbol
 from .._ops import CallbackMode, XferMode, _fifo
 from .._ops._set import DpuSetBase
+from .._ops._validate import check_callable, check_int
 from ._fifo import InputFifo, OutputFifo
 
 
@@ -62,12 +63,14 @@ class DpuSet(DpuSetBase):
 
     # -- structure ---------------------------------------
     def __len__(self) -> int:
+        self.check_owned()
         return len(self.dpu_list)
 
     def __iter__(self) -> Iterator[DpuSet]:
         return self.iter_dpus()
 
     def __getitem__(self, i: int) -> DpuSet:
+        self.check_owned()
         return self._child_dpu(self.dpu_list[i])
 
     @property
@@ -83,6 +86,7 @@ class DpuSet(DpuSetBase):
     @property
     def nr_ranks(self) -> int:
         """Number of ranks."""
+        self.check_owned()
         return len(self.rank_list)
 
     # -- programs ---------------------------------------
@@ -115,6 +119,7 @@ class DpuSet(DpuSetBase):
     @property
     def faults(self) -> list[FaultInfo | None]:
         """Fault information of each DPU (None when it is not in fault)."""
+        self.check_owned()
         return [d.fault for d in self.dpu_list]
 
     # -- transfers ---------------------------------------
@@ -166,10 +171,19 @@ class DpuSet(DpuSetBase):
 
         With ``wait=False`` the array is returned at once and filled when the job runs.
         """
+        self.check_owned()
+        offset = check_int(offset, "offset", DpuErrorCode.DPU_ERR_INVALID_SYMBOL_ACCESS)
         dt = np.dtype(dtype)
+        sym = symbol if isinstance(symbol, Symbol) else self.symbol(symbol)
         if count is None:
-            sym = symbol if isinstance(symbol, Symbol) else self.symbol(symbol)
-            count = (sym.size - offset) // dt.itemsize
+            count = max(0, (sym.size - offset) // dt.itemsize)
+        count = check_int(count, "count", DpuErrorCode.DPU_ERR_INVALID_SYMBOL_ACCESS)
+        if offset + count * dt.itemsize > sym.size:  # before allocating the result
+            raise DpuError(
+                DpuErrorCode.DPU_ERR_INVALID_SYMBOL_ACCESS,
+                f"offset {offset} + {count} x {dt.itemsize} bytes exceeds symbol {sym.name!r} "
+                f"of {sym.size} bytes",
+            )
         out = np.zeros((len(self), count), dtype=dt)
         mode = XferMode(wait=wait, parallel=parallel)
         for d, row in zip(self.iter_dpus(), out, strict=True):
@@ -198,6 +212,8 @@ class DpuSet(DpuSetBase):
         parallel: bool = False,
     ) -> None:
         """Run ``fn(rank_set, rank_id, args)`` (sync or async) between the queued jobs."""
+        self.check_owned()
+        check_callable(fn, "fn")
         mode = CallbackMode(wait, blocking, single_call, parallel)
         await _ops.callback(self, fn, args, mode)
 
