@@ -141,6 +141,7 @@ async def free(dset: DpuSetBase) -> None:
     """``dpu_free``: queued jobs are abandoned; waits for running DPUs to stop."""
     if not dset._root or dset._freed:
         raise DpuError(E.DPU_ERR_INVALID_DPU_SET, "only a set returned by dpu_alloc can be freed")
+    check_owner(dset.rank_list)
     emu = dset.emulator
     dset._freed = True
     for r in dset.rank_list:
@@ -192,6 +193,7 @@ async def load(dset: DpuSetBase, program: DpuProgram) -> DpuProgram:
     """``dpu_load``: always synchronous (LOAD + SYNC on each rank)."""
     if not isinstance(program, DpuProgram):
         raise TypeError(f"dpu_load needs a DPU program, not {type(program).__name__}")
+    check_owner(dset.rank_list)
     emu = dset.emulator
     chip = emu.config.chip_profile
     if program.nr_tasklets > chip.nr_threads:
@@ -275,6 +277,17 @@ def _check_sticky(ranks: list[Rank]) -> None:
             )
 
 
+def check_owner(ranks: list[Rank], owner: str | None = None) -> None:
+    """Refuse callers other than the library that owns a rank's control plane."""
+    for r in ranks:
+        if r.owner != owner:
+            raise DpuError(
+                E.DPU_ERR_DRIVER,
+                f"rank {r.index} is owned by {r.owner or 'the SDK'}: its control plane is locked "
+                f"for {owner or 'the SDK'}",
+            )
+
+
 def _inline_ranks(ranks: list[Rank]) -> bool:
     held = _callback_ranks.get()
     return held is not None and len(ranks) == 1 and ranks[0].index in held
@@ -288,14 +301,16 @@ async def _submit(
     parallel: bool,
     what: str,
     ranks: list[Rank] | None = None,
+    owner: str | None = None,
 ) -> None:
     """Enqueue one job per rank (+ SYNC / SYNC_PARALLEL when ``wait``), honouring slots.
 
-    ``what`` names the host call in the trace (host waits).
+    ``what`` names the host call in the trace (host waits); ``owner`` the calling library.
     """
     emu = dset.emulator
     rec = emu.recorder
     ranks = dset.rank_list if ranks is None else ranks
+    check_owner(ranks, owner)
     if wait and _inline_ranks(ranks):
         await _run_inline(dset, make(ranks[0]))
         return
@@ -862,6 +877,7 @@ def log_read(dset: DpuSetBase, stream: TextIO | None = None) -> str:
     does, even when reading the buffer then fails (``DPU_ERR_LOG_*``)."""
     from ..dpu._stdio import read_log
 
+    check_owner(dset.rank_list)
     header = f"=== DPU#0x{dset.dpu_list[0].dpu_id if dset.dpu_list else 0:x} ===\n"
     if stream is not None:
         stream.write(header)

@@ -112,6 +112,8 @@ class Rank:
         for d in self.dpus:
             d.on_stop = self._dpu_stopped
         self.allocated = False
+        #: the host library that owns the control plane (None: the SDK); other callers are refused
+        self.owner: str | None = None
         self.nr_job_slots = 16
         self.free_slots = 16
         self.queue: deque[Job] = deque()

@@ -1,0 +1,37 @@
+"""Every private ``aiopim._core`` name Memclave uses, in one place (re-pointed on refactors)."""
+
+from __future__ import annotations
+
+from .._core._dpu import Dpu
+from .._core._emulator import Emulator, current_emulator
+from .._core._errors import DpuError, JobType
+from .._core._kernel import Delay
+from .._core._ops import _patch_clocks_per_sec as patch_clocks_per_sec
+from .._core._ops import _submit as submit_jobs
+from .._core._program import MRAM_BIT, DpuProgram, MemorySpace, space_offset
+from .._core._rank import Job, Rank
+from .._core._set import DpuSetBase
+from ..elf import load_elf
+
+#: the value of ``Rank.owner`` while Memclave holds a rank
+OWNER = "Memclave"
+
+__all__ = [
+    "MRAM_BIT",
+    "OWNER",
+    "Delay",
+    "Dpu",
+    "DpuError",
+    "DpuProgram",
+    "DpuSetBase",
+    "Emulator",
+    "Job",
+    "JobType",
+    "MemorySpace",
+    "Rank",
+    "current_emulator",
+    "load_elf",
+    "patch_clocks_per_sec",
+    "space_offset",
+    "submit_jobs",
+]
