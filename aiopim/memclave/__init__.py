@@ -79,7 +79,7 @@ _UNSET = object()
 def configure_enclave(
     *,
     shared_static_key: bool | None = None,
-    decoder: InstructionDecoder | None | object = _UNSET,
+    decoder: InstructionDecoder | object | None = _UNSET,
     emulator: Emulator | None = None,
 ) -> None:
     """Options of the emulated enclaves of ``emulator`` (default: the running one).
@@ -91,7 +91,6 @@ def configure_enclave(
     machine = machine_of(emulator or current_emulator())
     if shared_static_key is not None:
         machine.shared_static_key = shared_static_key
-        machine._keypairs.clear()
         for enc in machine.ranks.values():
             for st in enc.dpus:
                 st._keypair = None

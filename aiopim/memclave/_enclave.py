@@ -9,6 +9,7 @@ appear in traces as DPU runs like any other program.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import struct
@@ -31,9 +32,15 @@ from ._crypto import (
     aead_seal,
     session_key,
 )
-from ._sk import SK_HEADER_BYTES, InstructionDecoder, open_sealed, parse_header, scan_banned_instructions
+from ._sk import (
+    SK_HEADER_BYTES,
+    InstructionDecoder,
+    open_sealed,
+    parse_header,
+    scan_banned_instructions,
+)
 
-# --- MRAM map (offsets inside each DPU's 64 MiB) ------------------------------------------------
+# --- MRAM map (offsets inside each DPU's 64 MiB) --------------------------------------------------
 SK_MSG = 0x3F00000
 SK_XCHG_1 = 0x3F20000
 SK_XCHG_2 = 0x3F40000
@@ -155,16 +162,10 @@ class MemclaveMachine:
         self.shared_static_key = False
         self.decoder: InstructionDecoder | None = None
         self.ranks: dict[int, RankEnclave] = {}
-        self._keypairs: dict[tuple[int, int], DhKeyPair] = {}
 
     def static_keypair(self, rank: int, dpu: int) -> DhKeyPair:
         """A fixed key pair per DPU (or one for the machine with ``shared_static_key``)."""
-        ident = (-1, -1) if self.shared_static_key else (rank, dpu)
-        kp = self._keypairs.get(ident)
-        if kp is None:
-            seed = hashlib.sha256(b"aiopim memclave static key %d %d" % ident).digest()
-            kp = self._keypairs[ident] = DhKeyPair(int.from_bytes(seed, "big"))
-        return kp
+        return _static_keypair((-1, -1) if self.shared_static_key else (rank, dpu))
 
     def rank_enclave(self, rank: Rank) -> RankEnclave:
         """The enclave of ``rank`` (created on first use; keys and counters persist)."""
@@ -178,6 +179,13 @@ class MemclaveMachine:
         iv = bytearray(self.rng.randbytes(NONCE_BYTES))
         iv[0] = (iv[0] | 1) if dpu_chosen else (iv[0] & 0xFE)
         return bytes(iv)
+
+
+@functools.cache
+def _static_keypair(ident: tuple[int, int]) -> DhKeyPair:
+    """The same for every emulator: a DPU's key pair is part of its (emulated) firmware."""
+    seed = hashlib.sha256(b"aiopim memclave static key %d %d" % ident).digest()
+    return DhKeyPair(int.from_bytes(seed, "big"))
 
 
 _MACHINES: weakref.WeakKeyDictionary[Emulator, MemclaveMachine] = weakref.WeakKeyDictionary()
@@ -197,7 +205,7 @@ class RankEnclave:
     def __init__(self, machine: MemclaveMachine, rank: Rank, old: RankEnclave | None) -> None:
         self.machine = machine
         self.rank = rank
-        self.dpus = [
+        self.dpus: list[DpuEnclave] = [
             old.dpus[i] if old is not None else DpuEnclave(rank.index, i, machine)
             for i in range(len(rank.dpus))
         ]
@@ -411,5 +419,6 @@ class RankEnclave:
             st.user_key = user_key
             iv = self.machine.random_iv(dpu_chosen=True)
             sealed = aead_seal(user_key, iv, CONFIRMATION)
-            write_mram(dpu, XCHG_CONFIRM, sealed + iv + bytes(CONFIRM_BYTES - len(sealed) - len(iv)))
+            pad = bytes(CONFIRM_BYTES - len(sealed) - len(iv))
+            write_mram(dpu, XCHG_CONFIRM, sealed + iv + pad)
         self._write_waiting(dpu)

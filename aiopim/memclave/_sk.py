@@ -71,7 +71,8 @@ def build_sk(program: DpuProgram, mode: str = "all") -> bytes:
     size_aad = {"auth": size, "data": SK_HEADER_BYTES + len(text), "all": SK_HEADER_BYTES}[mode]
     header = bytearray(SK_HEADER_BYTES)
     header[0:4] = SK_MAGIC
-    struct.pack_into("<IIII", header, 32, size_aad, size, len(text) // SK_UNIT, len(data) // SK_UNIT)
+    units = (len(text) // SK_UNIT, len(data) // SK_UNIT)
+    struct.pack_into("<IIII", header, 32, size_aad, size, *units)
     _CATALOG[hashlib.sha256(text + data).digest()] = program
     return bytes(header) + text + data
 
@@ -82,7 +83,8 @@ def resolve_program(source: object) -> DpuProgram:
         return source
     if isinstance(source, str | os.PathLike):
         return load_elf(Path(source))
-    raise TypeError(f"path must be a path to a DPU ELF or a DpuProgram, not {type(source).__name__}")
+    kind = type(source).__name__
+    raise TypeError(f"path must be a path to a DPU ELF or a DpuProgram, not {kind}")
 
 
 def sk_from_program(source: object, auth_only: bool = False) -> tuple[VudError, bytes]:
@@ -154,7 +156,8 @@ def open_sealed(sk: bytes, key: bytes | None) -> Opened | str:
     if key is None:
         return "no user key is installed"
     body = _zeroed(sk[: head.size])
-    plain = aead_open(key, head.iv, bytes(body[head.size_aad :]) + head.mac, bytes(body[: head.size_aad]))
+    aad = bytes(body[: head.size_aad])
+    plain = aead_open(key, head.iv, bytes(body[head.size_aad :]) + head.mac, aad)
     if plain is None:
         return "authentication failed (wrong key or modified bytes)"
     full = bytes(body[: head.size_aad]) + plain
@@ -163,7 +166,7 @@ def open_sealed(sk: bytes, key: bytes | None) -> Opened | str:
     return Opened(text, data, _CATALOG.get(hashlib.sha256(text + data).digest()))
 
 
-# --- the loader's banned-instruction scan ----------------------------------------------------
+# --- the loader's banned-instruction scan ---------------------------------------------------------
 
 
 @dataclass(frozen=True)

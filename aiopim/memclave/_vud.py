@@ -33,7 +33,15 @@ from ._coreapi import (
     space_offset,
     submit_jobs,
 )
-from ._crypto import KEY_BYTES, NONCE_BYTES, CONFIRMATION, DhKeyPair, aead_open, aead_seal, session_key
+from ._crypto import (
+    CONFIRMATION,
+    KEY_BYTES,
+    NONCE_BYTES,
+    DhKeyPair,
+    aead_open,
+    aead_seal,
+    session_key,
+)
 from ._enclave import (
     DEBUG_OUT,
     IME_LOAD_BUFFER,
@@ -115,7 +123,7 @@ class VudRank:
         return self.fd
 
 
-# --- helpers ------------------------------------------------------------------------------------
+# --- helpers --------------------------------------------------------------------------------------
 def _set_err(r: VudRank, err: VudError, detail: str) -> None:
     if r.err == VudError.VUD_OK:
         r.err = err
@@ -218,7 +226,11 @@ async def _job(
     apply: Callable[[], None],
     nbytes: int = 0,
 ) -> None:
-    """Run one job on the rank actor (queued, timed and recorded like an SDK job)."""
+    """Run one job on the rank actor (queued, timed and recorded like an SDK job).
+
+    The call returns when the job ends (a SYNC_PARALLEL follows it): a job that resumes the
+    DPUs does not wait for them, as Memclave's calls do not.
+    """
     assert r._emu is not None
     emu = r._emu
 
@@ -236,7 +248,7 @@ async def _job(
         rank.job_error = 0  # Memclave has no use for the SDK's asynchronous job errors
         try:
             await submit_jobs(
-                DpuSetBase(emu, [rank]), make, wait=True, parallel=False, what=op, owner=OWNER
+                DpuSetBase(emu, [rank]), make, wait=True, parallel=True, what=op, owner=OWNER
             )
             return
         except DpuError as exc:  # the job was flushed by a DPU fault report: it never ran
@@ -248,7 +260,7 @@ def _transfer_ps(r: VudRank, kind: str, nbytes: int) -> int:
     return timing.memclave_transfer_ps(kind, nbytes, r.nr_workers)
 
 
-# --- ranks --------------------------------------------------------------------------------------
+# --- ranks ----------------------------------------------------------------------------------------
 async def vud_rank_alloc(rank_nr: int) -> VudRank:
     """Open rank ``rank_nr`` (or the first free one for ``VUD_ALLOC_ANY``); ``err`` on failure."""
     if not isinstance(rank_nr, int) or isinstance(rank_nr, bool):
@@ -291,8 +303,14 @@ async def vud_rank_alloc(rank_nr: int) -> VudRank:
     enc = machine_of(emu).rank_enclave(rank)
     enc.attach()
     r.fd = index
-    await _job(r, rank, JobType.LAUNCH_RANK, "vud_rank_alloc", timing.LAUNCH_BOOT_LATENCY_PS,
-               enc.boot_firmware)
+    await _job(
+        r,
+        rank,
+        JobType.LAUNCH_RANK,
+        "vud_rank_alloc",
+        timing.LAUNCH_BOOT_LATENCY_PS,
+        enc.boot_firmware,
+    )
     return r
 
 
@@ -348,8 +366,14 @@ async def vud_rank_rel_mux(r: VudRank) -> None:
     if ctx is None:
         return
     _, rank, enc = ctx
-    await _job(r, rank, JobType.LAUNCH_RANK, "vud_rank_rel_mux",
-               timing.MEMCLAVE_VCI_ROUND_TRIP_PS, enc.release_mux)
+    await _job(
+        r,
+        rank,
+        JobType.LAUNCH_RANK,
+        "vud_rank_rel_mux",
+        timing.MEMCLAVE_VCI_ROUND_TRIP_PS,
+        enc.release_mux,
+    )
 
 
 async def vud_ime_wait(r: VudRank) -> None:
@@ -388,8 +412,9 @@ async def _broadcast(r: VudRank, sz: int, data: bytes, tgt: int, op: str) -> Non
         for d in rank.dpus:
             write_mram(d, tgt, data)
 
-    await _job(r, rank, JobType.COPY_MRAM_TO_RANK, op, _transfer_ps(r, "broadcast", total), apply,
-               total)
+    await _job(
+        r, rank, JobType.COPY_MRAM_TO_RANK, op, _transfer_ps(r, "broadcast", total), apply, total
+    )
 
 
 async def _scatter(r: VudRank, sz: int, parts: list[bytes], tgt: int, op: str) -> None:
@@ -403,8 +428,9 @@ async def _scatter(r: VudRank, sz: int, parts: list[bytes], tgt: int, op: str) -
         for d, part in zip(rank.dpus, parts, strict=True):
             write_mram(d, tgt, part)
 
-    await _job(r, rank, JobType.COPY_MRAM_TO_MATRIX, op, _transfer_ps(r, "transfer", total),
-               apply, total)
+    await _job(
+        r, rank, JobType.COPY_MRAM_TO_MATRIX, op, _transfer_ps(r, "transfer", total), apply, total
+    )
 
 
 async def _gather(r: VudRank, sz: int, src: int, out: list[U64], op: str) -> bool:
@@ -420,8 +446,9 @@ async def _gather(r: VudRank, sz: int, src: int, out: list[U64], op: str) -> boo
         for d, dst in zip(rank.dpus, out, strict=False):
             dst[:] = d.mram.read(src, 8 * sz).view(np.uint64)
 
-    await _job(r, rank, JobType.COPY_MRAM_FROM_MATRIX, op, _transfer_ps(r, "gather", total),
-               apply, total)
+    await _job(
+        r, rank, JobType.COPY_MRAM_FROM_MATRIX, op, _transfer_ps(r, "gather", total), apply, total
+    )
     return r.err == VudError.VUD_OK
 
 
@@ -518,7 +545,7 @@ async def vud_log_read(r: VudRank, nb_dpus: int, logs: U64) -> None:
     await _gather(r, 8, DEBUG_OUT, list(logs), "vud_log_read")
 
 
-# --- subkernels and the IME ------------------------------------------------------------------------
+# --- subkernels and the IME -----------------------------------------------------------------------
 def _launchable(r: VudRank, enc: RankEnclave, what: str) -> bool:
     if not _host_facing(r, enc, what):
         return False
@@ -526,8 +553,11 @@ def _launchable(r: VudRank, enc: RankEnclave, what: str) -> bool:
         kind, _, _ = read_msg(d)
         if kind != Msg.WAITING:
             name = Msg(kind).name if kind in Msg._value2member_map_ else str(kind)
-            _set_err(r, VudError.VUD_NOT_WAITING,
-                     f"{what}: DPU {d.index}'s message buffer holds {name}, not WAITING")
+            _set_err(
+                r,
+                VudError.VUD_NOT_WAITING,
+                f"{what}: DPU {d.index}'s message buffer holds {name}, not WAITING",
+            )
             return False
     return True
 
@@ -542,7 +572,7 @@ async def _load(r: VudRank, path: SubkernelSource, auth_only: bool, op: str) -> 
     ctx = _enclave(r)
     if ctx is None or not _launchable(r, ctx[2], op):
         return
-    emu, rank, _ = ctx
+    emu = ctx[0]
     err, sk = sk_from_program(path, auth_only)
     if err != VudError.VUD_OK:
         _set_err(r, err, f"{op}: cannot read subkernel {path!r}")
@@ -592,7 +622,7 @@ async def vud_ime_launch(r: VudRank) -> None:
 
 async def vud_ime_launch_default(r: VudRank, sk: VudImeSk | int) -> None:
     """Run one of Memclave's own subkernels (MSG, XCHG_1..3)."""
-    if sk not in _DEFAULT_SK.keys():
+    if sk not in _DEFAULT_SK:
         raise ValueError(f"sk must be one of {[s.name for s in VudImeSk]}, got {sk!r}")
     ctx = _enclave(r)
     if ctx is None or not _launchable(r, ctx[2], "vud_ime_launch_default"):
@@ -663,7 +693,7 @@ async def vud_ime_install_key(
     r.key = user_key
 
 
-# --- .sk files (vud_sk.h) --------------------------------------------------------------------------
+# --- .sk files (vud_sk.h) -------------------------------------------------------------------------
 def vud_sk_from_elf(path: SubkernelSource, auth_only: bool = False) -> tuple[VudError, bytes]:
     """``(VUD_OK, .sk bytes)`` (header filled, not yet sealed) or ``(VUD_SK_NOT_FOUND, b"")``."""
     _check_source(path)
@@ -691,7 +721,7 @@ def vud_enc_auth_sk(sk: bytearray, key: bytes, iv: bytes | None = None) -> VudEr
     return seal(sk, k, bytes(iv))
 
 
-# --- emulator-side helpers (not part of vud.h) -------------------------------------------------------
+# --- emulator-side helpers (not part of vud.h) ----------------------------------------------------
 def enclave_public_keys(rank_nr: int, emulator: Emulator | None = None) -> U64:
     """The public keys rank ``rank_nr``'s DPUs publish, as ``pk[64][32]`` for pinning."""
     emu = emulator or current_emulator()
