@@ -30,7 +30,7 @@ def add_program(name: str = "add") -> aiopim.Program:
     a = prog.mram("a", np.uint64, N)
     b = prog.mram("b", np.uint64, N)
     c = prog.mram("c", np.uint64, N)
-    prog.host("flag", np.uint32, 2)  # a WRAM symbol (not usable by vud transfers)
+    prog.host("flag", np.uint32, 2, init=[5, 6])  # WRAM data: not reachable by vud transfers
 
     @prog.main
     async def main(t: aiopim.Tasklet) -> None:

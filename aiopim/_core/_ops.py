@@ -443,6 +443,7 @@ def _check_symbol_access(
     dset: DpuSetBase, symbol: str | Symbol, offset: int, length: int, parallel: bool
 ) -> _Target:
     """The checks ``CHECK_SYMBOL`` makes in the calling thread (spec §1.5)."""
+    check_owner(dset.rank_list)
     sym = _resolve_symbol(dset, symbol)
     if offset < 0 or length < 0:
         raise DpuError(E.DPU_ERR_INVALID_SYMBOL_ACCESS, "offset and length must be >= 0")
