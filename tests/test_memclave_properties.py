@@ -1,4 +1,4 @@
-"""Property: random sequences of vud calls never raise, never hang, and a set error freezes the rank."""
+"""Property: random vud call sequences never raise, never hang; a set error freezes the rank."""
 
 from __future__ import annotations
 
@@ -130,7 +130,9 @@ def check_sequence(backend: str, steps: list[tuple[Any, ...]]) -> None:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.lists(op, max_size=12), backend=st.sampled_from(["asyncio", "trio"]))
-def test_random_vud_sequences_keep_the_sticky_rule(steps: list[tuple[Any, ...]], backend: str) -> None:
+def test_random_vud_sequences_keep_the_sticky_rule(
+    steps: list[tuple[Any, ...]], backend: str
+) -> None:
     check_sequence(backend, steps)
 
 

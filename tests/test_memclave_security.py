@@ -7,7 +7,7 @@ import struct
 import numpy as np
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
-from memclave_helpers import ADD, KEY, N, OTHER_KEY, add_program, ready_rank, run, run_add
+from memclave_helpers import ADD, KEY, OTHER_KEY, N, add_program, ready_rank, run, run_add
 
 import aiopim
 from aiopim import memclave as mc
@@ -20,9 +20,7 @@ from aiopim.memclave._crypto import (
     session_key,
 )
 from aiopim.sdk import (
-    DPU_ERR_DRIVER,
     DPU_SYNCHRONOUS,
-    DpuError,
     dpu_alloc_ranks,
     dpu_copy_to,
     dpu_free,
@@ -32,6 +30,8 @@ from aiopim.sdk import (
 )
 
 E = mc.VudError
+DpuError = aiopim.DpuError
+DPU_ERR_DRIVER = aiopim.DpuErrorCode.DPU_ERR_DRIVER
 
 
 def _ran(program: str) -> bool:
@@ -40,7 +40,7 @@ def _ran(program: str) -> bool:
     return any(k == "dpu_run" and f["program"] == program for _, k, f in rec.iter_events())
 
 
-# --- 1. the SDK cannot touch a Memclave rank -----------------------------------------------------
+# --- 1. the SDK cannot touch a Memclave rank ------------------------------------------------------
 def test_sdk_calls_on_a_memclave_rank_fail(backend: str) -> None:
     async def main() -> None:
         r = await mc.vud_rank_alloc(0)
@@ -71,7 +71,7 @@ def test_sdk_calls_on_a_memclave_rank_fail(backend: str) -> None:
     run(backend, main, ranks=1)
 
 
-# --- 2. a modified sealed subkernel is rejected ----------------------------------------------------
+# --- 2. a modified sealed subkernel is rejected ---------------------------------------------------
 @pytest.mark.parametrize("auth_only", [False, True])
 def test_tampered_subkernel_is_rejected(backend: str, auth_only: bool) -> None:
     async def main() -> None:
@@ -130,7 +130,7 @@ def test_load_before_key_exchange_uses_the_old_key(backend: str) -> None:
     run(backend, main)
 
 
-# --- 3. WRAM is wiped on a subkernel switch except .data.persist; MRAM is not -----------------------
+# --- 3. WRAM is wiped on a subkernel switch except .data.persist; MRAM is not ---------------------
 def _persist_programs() -> tuple[aiopim.Program, aiopim.Program]:
     lo, _ = mc.persist_range(aiopim.timing.V1B.wram_size)
 
@@ -177,7 +177,7 @@ def test_wram_wiped_on_switch_but_persist_and_mram_kept(backend: str) -> None:
     assert (out == [0, 0x2222, 0x1111]).all()
 
 
-# --- 4. the loader's banned-instruction scan ----------------------------------------------------
+# --- 4. the loader's banned-instruction scan ------------------------------------------------------
 BOOT, WRITES_R21, PLAIN = 0x0B00_7000_0000_0001, 0x0000_0021_0000_0002, 0x1234
 
 
@@ -255,7 +255,7 @@ def test_loader_scan_rejects_banned_instructions(
     run(backend, main)
 
 
-# --- the .sk format --------------------------------------------------------------------------------
+# --- the .sk format -------------------------------------------------------------------------------
 TOOLS_KEY = bytes(range(0x80, 0xA0))
 TOOLS_IV = bytes.fromhex("000000000001020304050607")
 
@@ -297,7 +297,7 @@ def test_host_and_dpu_nonces_cannot_collide() -> None:
     assert all(m.random_iv(dpu_chosen=True)[0] & 1 == 1 for _ in range(50))
 
 
-# --- public test vectors ------------------------------------------------------------------------
+# --- public test vectors --------------------------------------------------------------------------
 RFC8439_PT = (
     b"Ladies and Gentlemen of the class of '99: If I could offer you only one tip for the "
     b"future, sunscreen would be it."
@@ -351,9 +351,11 @@ def test_memclave_dpu_aead_vector() -> None:
 
 def test_modp_2048_group_and_key_agreement() -> None:
     p = MODP_2048_P
-    assert p.bit_length() == 2048 and p >> 1984 == (1 << 64) - 1 and p & ((1 << 64) - 1) == (
-        1 << 64
-    ) - 1
+    assert (
+        p.bit_length() == 2048
+        and p >> 1984 == (1 << 64) - 1
+        and p & ((1 << 64) - 1) == (1 << 64) - 1
+    )
     assert p % 8 == 7  # a safe prime of RFC 3526's form: 2 generates the prime-order subgroup
     a, b = DhKeyPair(12345), DhKeyPair(2**200 + 7)
     assert int.from_bytes(a.public, "big") == pow(2, 12345 % (p - 3) + 2, p)

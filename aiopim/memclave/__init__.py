@@ -71,7 +71,21 @@ from ._vud import (
     vud_transfer_to,
 )
 
-globals().update({m.name: m for m in VudError})
+VUD_OK = VudError.VUD_OK
+VUD_RANK_BUSY = VudError.VUD_RANK_BUSY
+VUD_NOT_FOUND = VudError.VUD_NOT_FOUND
+VUD_MEMORY_ERR = VudError.VUD_MEMORY_ERR
+VUD_SYSTEM_ERR = VudError.VUD_SYSTEM_ERR
+VUD_CI_TIMEOUT = VudError.VUD_CI_TIMEOUT
+VUD_INVALID_RES = VudError.VUD_INVALID_RES
+VUD_EXPECTED_FAULT = VudError.VUD_EXPECTED_FAULT
+VUD_SK_NOT_FOUND = VudError.VUD_SK_NOT_FOUND
+VUD_SK_TAG = VudError.VUD_SK_TAG
+VUD_NOT_WAITING = VudError.VUD_NOT_WAITING
+VUD_SYMBOL_NOT_FOUND = VudError.VUD_SYMBOL_NOT_FOUND
+VUD_SYMBOL_NOT_MRAM = VudError.VUD_SYMBOL_NOT_MRAM
+VUD_SYSTEM_THREAD = VudError.VUD_SYSTEM_THREAD
+VUD_KEY_XCHG = VudError.VUD_KEY_XCHG
 
 _UNSET = object()
 
@@ -133,6 +147,7 @@ __all__ = [
     "build_sk",
     "configure_enclave",
     "enclave_public_keys",
+    "machine_of",
     "persist_range",
     "scan_banned_instructions",
     "vud_broadcast_to",
@@ -157,4 +172,19 @@ __all__ = [
     "vud_simple_transfer",
     "vud_sk_from_elf",
     "vud_transfer_to",
-] + [m.name for m in VudError]
+    "VUD_OK",
+    "VUD_RANK_BUSY",
+    "VUD_NOT_FOUND",
+    "VUD_MEMORY_ERR",
+    "VUD_SYSTEM_ERR",
+    "VUD_CI_TIMEOUT",
+    "VUD_INVALID_RES",
+    "VUD_EXPECTED_FAULT",
+    "VUD_SK_NOT_FOUND",
+    "VUD_SK_TAG",
+    "VUD_NOT_WAITING",
+    "VUD_SYMBOL_NOT_FOUND",
+    "VUD_SYMBOL_NOT_MRAM",
+    "VUD_SYSTEM_THREAD",
+    "VUD_KEY_XCHG",
+]
