@@ -439,3 +439,122 @@ def test_example_script_output_identical_on_both_backends() -> None:
     assert "c[i][j] == 3*j on 64 DPUs: ok" in outs[0]
     lines = {line.split()[0]: line for line in outs[0].splitlines()}
     assert float(lines["key"].split()[2]) > 10.0
+
+
+# --- subkernels as aiopim runs DPU programs ------------------------------------------------------
+def test_elf_subkernel_by_path_with_a_registered_model(backend: str, tmp_path: Path) -> None:
+    from aiopim._core._elfwriter import sample_dpu_elf
+
+    data, _ = sample_dpu_elf(nr_tasklets=1, mram_vars={"x": bytes(16), "y": bytes(16)})
+    path = tmp_path / "double.dpu"
+    path.write_bytes(data)
+    prog = aiopim.load_elf(data)
+
+    async def model(t: aiopim.Tasklet) -> None:
+        buf = t.mem_alloc(16)
+        await t.mram_read(prog.address_of("x"), buf, 16)
+        t.view(buf, np.uint64, 2)[:] *= 2
+        await t.mram_write(buf, prog.address_of("y"), 16)
+
+    aiopim.register_model("double", model)
+
+    async def main() -> np.ndarray:
+        r = await ready_rank()
+        await mc.vud_ime_load(r, str(path))
+        src = np.arange(128, dtype=np.uint64).reshape(64, 2)
+        await mc.vud_transfer_to(r, 2, src, "x")
+        await mc.vud_ime_launch(r)
+        await mc.vud_ime_wait(r)
+        out = np.zeros((64, 2), dtype=np.uint64)
+        await mc.vud_gather_from(r, 2, "y", out)
+        assert r.err == E.VUD_OK, r.detail
+        return out
+
+    try:
+        assert (run(backend, main) == 2 * np.arange(128).reshape(64, 2)).all()
+    finally:
+        from aiopim.elf import unregister_model
+
+        unregister_model("double")
+
+
+def test_data_section_is_loaded_into_wram(backend: str) -> None:
+    prog = aiopim.Program("data-check", nr_tasklets=1)
+    init = prog.host("init", np.uint64, 2, init=[0xABC, 0xDEF])
+    out = prog.mram("out", np.uint64, 2)
+
+    @prog.main
+    async def main_(t: aiopim.Tasklet) -> None:
+        await t.mram_write(prog.address_of(init), t.mram_address(out), 16)
+
+    async def main() -> list[int]:
+        r = await ready_rank()
+        await mc.vud_ime_load(r, prog)
+        await mc.vud_ime_launch(r)
+        await mc.vud_ime_wait(r)
+        got = np.zeros((64, 2), dtype=np.uint64)
+        await mc.vud_gather_from(r, 2, "out", got)
+        assert r.err == E.VUD_OK, r.detail
+        return sorted({tuple(int(x) for x in row) for row in got})  # type: ignore[misc]
+
+    assert run(backend, main) == [(0xABC, 0xDEF)]
+
+
+def test_faulting_subkernel_is_reported_by_ime_wait(backend: str) -> None:
+    prog = aiopim.Program("faulty", nr_tasklets=1)
+
+    @prog.main
+    async def main_(t: aiopim.Tasklet) -> None:
+        t.compute(100)
+        t.fault(7, "assert failed")
+
+    async def main() -> tuple[E, str, E]:
+        r = await ready_rank()
+        await mc.vud_ime_load(r, prog)
+        await mc.vud_ime_launch(r)
+        await mc.vud_ime_wait(r)
+        err, detail = r.err, r.detail
+        r.err = E.VUD_OK
+        await mc.vud_rank_rel_mux(r)  # the host recovers the DPUs
+        await mc.vud_ime_wait(r)
+        await run_add(r)
+        return err, detail, r.err
+
+    err, detail, after = run(backend, main)
+    assert err == E.VUD_NOT_WAITING and "subkernel faulted" in detail and "assert failed" in detail
+    assert after == E.VUD_OK
+
+
+def test_waiting_for_a_subkernel_that_never_stops_raises_instead_of_hanging(
+    backend: str,
+) -> None:
+    prog = aiopim.Program("stuck", nr_tasklets=2)
+    barrier = prog.barrier("b", count=3)  # one more than the tasklets: never released
+
+    @prog.main
+    async def main_(t: aiopim.Tasklet) -> None:
+        await t.barrier_wait(barrier)
+
+    async def main() -> None:
+        r = await ready_rank()
+        await mc.vud_ime_load(r, prog)
+        await mc.vud_ime_launch(r)
+        await mc.vud_ime_wait(r)
+
+    with pytest.raises(aiopim.DeadlockError, match="vud_ime_wait"):
+        run(backend, main)
+
+
+def test_free_waits_for_running_dpus_and_gives_the_rank_back(backend: str) -> None:
+    async def main() -> tuple[int, bool]:
+        r = await ready_rank()
+        await mc.vud_ime_load(r, ADD)
+        await mc.vud_ime_launch(r)
+        t0 = aiopim.current_emulator().now_ps
+        await mc.vud_rank_free(r)
+        waited = aiopim.current_emulator().now_ps - t0
+        again = await mc.vud_rank_alloc(0)
+        return waited, again.err == E.VUD_OK and r.fd == -1
+
+    waited, ok = run(backend, main)
+    assert ok and waited >= timing.MEMCLAVE_AUTH_LOAD_PS

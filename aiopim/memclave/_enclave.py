@@ -389,10 +389,10 @@ class RankEnclave:
 
     def _user_done(self, dpu: Dpu) -> DpuProgram | None:
         st = self.dpus[dpu.index]
-        if dpu.fault is not None:
-            st.reject = f"subkernel faulted: {dpu.fault.reason}"
-            return None  # in fault: host-facing, the message buffer still says LOAD_SK
         self._wipe_wram(dpu)
+        if dpu.fault is not None:  # the loader takes the DPU back and reports it, as a refusal
+            self._refuse(dpu, f"subkernel faulted: {dpu.fault.reason}")
+            return None
         st.after = self._write_waiting
         return FW_MSG
 
