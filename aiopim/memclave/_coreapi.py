@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .._core._dpu import Dpu
 from .._core._emulator import Emulator, current_emulator
 from .._core._errors import DpuError, JobType
@@ -15,6 +17,24 @@ from ..elf import load_elf
 
 #: the value of ``Rank.owner`` while Memclave holds a rank
 OWNER = "Memclave"
+
+
+def hook_dpu_stop(rank: Rank, hook: Callable[[Dpu], None]) -> None:
+    """Call ``hook(dpu)`` after the rank's own bookkeeping whenever a DPU of ``rank`` stops."""
+
+    def stopped(dpu: Dpu) -> None:
+        rank._dpu_stopped(dpu)
+        hook(dpu)
+
+    for d in rank.dpus:
+        d.on_stop = stopped
+
+
+def unhook_dpu_stop(rank: Rank) -> None:
+    """Undo :func:`hook_dpu_stop`."""
+    for d in rank.dpus:
+        d.on_stop = rank._dpu_stopped
+
 
 __all__ = [
     "MRAM_BIT",
@@ -32,6 +52,8 @@ __all__ = [
     "current_emulator",
     "load_elf",
     "patch_clocks_per_sec",
+    "hook_dpu_stop",
     "space_offset",
     "submit_jobs",
+    "unhook_dpu_stop",
 ]

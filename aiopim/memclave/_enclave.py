@@ -22,7 +22,18 @@ from typing import Any
 import numpy as np
 
 from .. import timing
-from ._coreapi import OWNER, Delay, Dpu, DpuProgram, Emulator, JobType, Rank, patch_clocks_per_sec
+from ._coreapi import (
+    OWNER,
+    Delay,
+    Dpu,
+    DpuProgram,
+    Emulator,
+    JobType,
+    Rank,
+    hook_dpu_stop,
+    patch_clocks_per_sec,
+    unhook_dpu_stop,
+)
 from ._crypto import (
     CONFIRMATION,
     DH_BYTES,
@@ -210,16 +221,13 @@ class RankEnclave:
             for i in range(len(rank.dpus))
         ]
         self._waiters: list[Any] = []
-        self._attached = False
 
     # -- ownership ---------------------------------------
     def attach(self) -> None:
         """Take the rank's control plane; restart the firmware (user keys are forgotten)."""
         rank = self.rank
         rank.owner = OWNER
-        for d in rank.dpus:
-            d.on_stop = self._stopped
-        self._attached = True
+        hook_dpu_stop(rank, self._stopped)
         for st in self.dpus:
             st.user_key = None
             st.host_facing = False
@@ -229,11 +237,8 @@ class RankEnclave:
 
     def detach(self) -> None:
         """Give the control plane back to the SDK."""
-        rank = self.rank
-        for d in rank.dpus:
-            d.on_stop = rank._dpu_stopped
-        rank.owner = None
-        self._attached = False
+        unhook_dpu_stop(self.rank)
+        self.rank.owner = None
 
     def boot_firmware(self) -> None:
         """First stage: the trusted loader loads the MSG subkernel on every DPU."""
@@ -306,7 +311,6 @@ class RankEnclave:
         return FW_MSG, self._write_waiting
 
     def _stopped(self, dpu: Dpu) -> None:
-        self.rank._dpu_stopped(dpu)
         st = self.dpus[dpu.index]
         after, st.after = st.after, None
         nxt = after(dpu) if after is not None else None

@@ -130,7 +130,7 @@ def _set_err(r: VudRank, err: VudError, detail: str) -> None:
         r.detail = detail
 
 
-def _enclave(r: VudRank) -> tuple[Emulator, Rank, RankEnclave] | None:
+def _context(r: VudRank) -> tuple[Emulator, Rank, RankEnclave] | None:
     """The rank's emulator, rank and enclave; None (and ``err`` set) when a call must not run."""
     if r.err != VudError.VUD_OK:
         return None
@@ -339,7 +339,7 @@ def vud_rank_nr_workers(r: VudRank, n: int) -> None:
     """Use ``n`` transfer threads (the caller counts as worker 0)."""
     if not isinstance(n, int) or isinstance(n, bool):
         raise TypeError(f"n must be an int, not {type(n).__name__}")
-    if _enclave(r) is None:
+    if _context(r) is None:
         return
     if not 1 <= n <= MAX_WORKERS:
         _set_err(r, VudError.VUD_SYSTEM_THREAD, f"cannot run a pool of {n} worker threads")
@@ -349,7 +349,7 @@ def vud_rank_nr_workers(r: VudRank, n: int) -> None:
 
 async def vud_rank_qry_mux(r: VudRank) -> int:
     """Number of DPUs that gave the MUX to the host (asked through the virtual CI)."""
-    ctx = _enclave(r)
+    ctx = _context(r)
     if ctx is None:
         return 0
     emu, rank, enc = ctx
@@ -362,7 +362,7 @@ async def vud_rank_qry_mux(r: VudRank) -> int:
 
 async def vud_rank_rel_mux(r: VudRank) -> None:
     """Give the MUX back to the DPUs: each resumes and handles its message."""
-    ctx = _enclave(r)
+    ctx = _context(r)
     if ctx is None:
         return
     _, rank, enc = ctx
@@ -382,7 +382,7 @@ async def vud_ime_wait(r: VudRank) -> None:
     aiopim also reports a subkernel the trusted loader refused (or that faulted) here, as
     ``VUD_NOT_WAITING`` with the loader's reason in ``detail``.
     """
-    ctx = _enclave(r)
+    ctx = _context(r)
     if ctx is None:
         return
     emu, rank, enc = ctx
@@ -402,7 +402,7 @@ async def vud_ime_wait(r: VudRank) -> None:
 
 # --- raw transfers --------------------------------------------------------------------------------
 async def _broadcast(r: VudRank, sz: int, data: bytes, tgt: int, op: str) -> None:
-    ctx = _enclave(r)
+    ctx = _context(r)
     if ctx is None or not _range_ok(r, tgt, sz) or not _host_facing(r, ctx[2], op) or sz == 0:
         return
     _, rank, _ = ctx
@@ -418,7 +418,7 @@ async def _broadcast(r: VudRank, sz: int, data: bytes, tgt: int, op: str) -> Non
 
 
 async def _scatter(r: VudRank, sz: int, parts: list[bytes], tgt: int, op: str) -> None:
-    ctx = _enclave(r)
+    ctx = _context(r)
     if ctx is None or not _range_ok(r, tgt, sz) or not _host_facing(r, ctx[2], op) or sz == 0:
         return
     _, rank, _ = ctx
@@ -434,7 +434,7 @@ async def _scatter(r: VudRank, sz: int, parts: list[bytes], tgt: int, op: str) -
 
 
 async def _gather(r: VudRank, sz: int, src: int, out: list[U64], op: str) -> bool:
-    ctx = _enclave(r)
+    ctx = _context(r)
     if ctx is None or not _range_ok(r, src, sz) or not _host_facing(r, ctx[2], op):
         return False
     if sz == 0 or not out:
@@ -493,7 +493,7 @@ def vud_get_symbol(elf: SubkernelSource, sym: str) -> tuple[VudError, int]:
 def _symbol(r: VudRank, sym: str) -> int | None:
     if not isinstance(sym, str):
         raise TypeError(f"symbol must be a str, not {type(sym).__name__}")
-    if _enclave(r) is None:
+    if _context(r) is None:
         return None
     if r.next_sk is None:
         _set_err(r, VudError.VUD_SK_NOT_FOUND, "no subkernel loaded (vud_ime_load) to look in")
@@ -569,7 +569,7 @@ def _check_source(path: object) -> None:
 
 async def _load(r: VudRank, path: SubkernelSource, auth_only: bool, op: str) -> None:
     _check_source(path)
-    ctx = _enclave(r)
+    ctx = _context(r)
     if ctx is None or not _launchable(r, ctx[2], op):
         return
     emu = ctx[0]
@@ -600,7 +600,7 @@ async def vud_ime_load_auth_only(r: VudRank, path: SubkernelSource) -> None:
 
 
 async def _send(r: VudRank, msg: bytes, op: str) -> None:
-    ctx = _enclave(r)
+    ctx = _context(r)
     if ctx is None:
         return
     await _broadcast(r, 1, msg, MSG_BUFFER, op)
@@ -609,7 +609,7 @@ async def _send(r: VudRank, msg: bytes, op: str) -> None:
 
 async def vud_ime_launch(r: VudRank) -> None:
     """Ask every DPU's trusted loader to load and run the staged subkernel."""
-    ctx = _enclave(r)
+    ctx = _context(r)
     if ctx is None:
         return
     if r.next_sk is None:
@@ -624,7 +624,7 @@ async def vud_ime_launch_default(r: VudRank, sk: VudImeSk | int) -> None:
     """Run one of Memclave's own subkernels (MSG, XCHG_1..3)."""
     if sk not in _DEFAULT_SK:
         raise ValueError(f"sk must be one of {[s.name for s in VudImeSk]}, got {sk!r}")
-    ctx = _enclave(r)
+    ctx = _context(r)
     if ctx is None or not _launchable(r, ctx[2], "vud_ime_launch_default"):
         return
     slot = _DEFAULT_SK[VudImeSk(sk)]
@@ -656,7 +656,7 @@ async def vud_ime_install_key(
         pins = [_words(common_pk, 32, "common_pk").tobytes()] * NR_DPUS
     if pk is not None:
         pins = [p.tobytes() for p in _per_dpu(pk, 32, "pk")]
-    ctx = _enclave(r)
+    ctx = _context(r)
     if ctx is None:
         return
     emu = ctx[0]
