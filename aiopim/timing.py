@@ -341,16 +341,16 @@ MEMCLAVE_TRANSFER_LATENCY_PS = 3 * PS_PER_US
 #: Broadcast rate (bytes delivered to the 64 DPUs per second), one worker. [D] data/mram.csv
 #: plateau of the 1-thread rows, 16 KiB - 4 MiB per DPU: ~9,200 MiB/s
 MEMCLAVE_BROADCAST_BPS_1 = 9200 * _MIB
-#: ... with 8 workers (best rate). [S] data/mram.csv via the paper's artifact: ~14.4 GB/s
+#: ... with 8 workers. [S] data/mram.csv, best 8-thread rate: ~14.4 GB/s
 MEMCLAVE_BROADCAST_BPS_8 = 14.4e9
-#: Per-DPU transfer rate (64 buffers), one worker. [D] data/mram.csv 1-thread rows of 1 MiB and
+#: Per-DPU transfer rate (64 buffers), one worker. [D] data/mram.csv 1-thread rows of 4 MiB and
 #: more per DPU: ~665 MiB/s
 MEMCLAVE_TRANSFER_BPS_1 = 665 * _MIB
-#: ... with 8 workers. [S] data/mram.csv: ~7.5 GB/s
+#: ... with 8 workers. [S] data/mram.csv, best 8-thread rate: ~7.5 GB/s
 MEMCLAVE_TRANSFER_BPS_8 = 7.5e9
 #: Gather rate, one worker. [D] data/mram.csv 1-thread rows of 1 MiB and more: ~242 MiB/s
 MEMCLAVE_GATHER_BPS_1 = 242 * _MIB
-#: ... with 8 workers. [S] data/mram.csv: ~2.0 GB/s
+#: ... with 8 workers. [S] data/mram.csv, best 8-thread rate: ~2.0 GB/s
 MEMCLAVE_GATHER_BPS_8 = 2.0e9
 
 _MEMCLAVE_RATES = {
