@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import aiopim
 from aiopim import memclave as mc
 from aiopim import timing
 from aiopim.sdk import dpu_alloc_ranks, dpu_free
-from aiopim.trace import Timeline, summarize
+from aiopim.trace import Timeline, chrome_trace, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 E = mc.VudError
@@ -431,6 +432,8 @@ def test_memclave_jobs_are_rank_jobs_in_traces_and_summaries() -> None:
         summary = summarize(tl)
         assert summary.ranks[0].jobs == len([j for j in jobs if not j["flushed"]])
         assert summary.ranks[0].dpu > timing.MEMCLAVE_KEY_EXCHANGE_PS
+        assert "vud_ime_wait" in json.dumps(chrome_trace(tl))
+        assert summary.text()
     assert traces["asyncio"] == traces["trio"]
 
 
