@@ -7,6 +7,8 @@ import struct
 import numpy as np
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from memclave_helpers import ADD, KEY, OTHER_KEY, N, add_program, ready_rank, run, run_add
 
 import aiopim
@@ -19,6 +21,7 @@ from aiopim.memclave._crypto import (
     aead_seal,
     session_key,
 )
+from aiopim.memclave._sk import Opened, open_sealed
 from aiopim.sdk import (
     DPU_SYNCHRONOUS,
     dpu_alloc_ranks,
@@ -385,3 +388,22 @@ def test_counter_is_monotonic_across_exchanges_and_allocations(backend: str) -> 
         return seen
 
     assert run(backend, main) == [3, 6]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    mode=st.sampled_from(["auth", "data", "all"]),
+    flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 7)), min_size=1, max_size=3),
+)
+def test_loader_rejects_any_modified_bit(mode: str, flips: list[tuple[int, int]]) -> None:
+    sk = bytearray(mc.build_sk(ADD, mode))
+    assert mc.vud_enc_auth_sk(sk, KEY, TOOLS_IV) == E.VUD_OK
+    assert isinstance(open_sealed(bytes(sk), KEY), Opened)
+    bad = bytearray(sk)
+    for pos, bit in flips:
+        bad[pos % len(bad)] ^= 1 << bit
+    if bad == sk:
+        return  # the flips cancelled out
+    assert isinstance(open_sealed(bytes(bad), KEY), str)
+    assert isinstance(open_sealed(bytes(sk[: len(sk) - 1]), KEY), str)
+    assert isinstance(open_sealed(bytes(sk), OTHER_KEY), str)
