@@ -604,3 +604,27 @@ def test_loader_start_and_launch_times(backend: str) -> None:
         + timing.MEMCLAVE_MSG_PS
         + vci
     )
+
+
+# --- scenario files ----------------------------------------------------------------------------
+def test_memclave_scenario_replays_with_summary() -> None:
+    from aiopim.scenario import load_scenario, replay
+
+    sc = load_scenario(ROOT / "scenarios" / "memclave_add.toml")
+    runs = {b: replay(sc, backend=b) for b in ("asyncio", "trio")}
+    assert runs["asyncio"].chrome_trace() == runs["trio"].chrome_trace()
+    res = runs["trio"]
+    assert (res.buffers["c"].view(np.uint64) == 3 * np.arange(N, dtype=np.uint64)).all()
+    summary = res.summary()
+    assert summary.ranks[0].jobs == 28 and summary.ranks[0].transfer > 0
+    assert res.end_ps > timing.MEMCLAVE_KEY_EXCHANGE_PS
+
+
+def test_memclave_scenario_step_fails_with_the_vud_error() -> None:
+    from aiopim.scenario import ScenarioError, parse_scenario, replay
+
+    text = (ROOT / "scenarios" / "memclave_add.toml").read_text(encoding="utf-8")
+    text = text.replace('symbol = "a"', 'symbol = "nope"')
+    sc = parse_scenario(text)
+    with pytest.raises(ScenarioError, match="VUD_SYMBOL_NOT_FOUND"):
+        replay(sc)
