@@ -329,3 +329,69 @@ MBOX_SEND_INSTRUCTIONS = MBOX_RECV_INSTRUCTIONS + 2
 #: Bytes in one mailbox word (the 2017 configuration counts mailboxes in 32-bit words). [V]
 #: upmem/dpu_demo checksum (``sysmbox 1`` holds one ``uint32_t``)
 MBOX_WORD_BYTES = 4
+
+# --- Memclave (aiopim.memclave) -----------------------------------------------------------------
+# Sources: the Memclave paper (Choudhari, van Rissenbeck, Rossow, "Memclave: Secure In-memory
+# Enclave for Untrusted Hosts", USENIX Security 2026, abstract), the client library
+# fabianvanrissenbeck/memclave-client-library (mainpage.dox; data/mram.csv, host<->MRAM transfer
+# benchmarks: rate = 64 x bytes per DPU / time, in MiB/s as the time column gives).
+PS_PER_MS = 1_000_000_000
+_MIB = 1 << 20
+
+#: The DPU side of the key exchange (stages XCHG_2/XCHG_3: a naive 2048-bit modular
+#: exponentiation on the DPU). [S] mainpage.dox: "The key exchange will take roughly 10s"
+MEMCLAVE_KEY_EXCHANGE_PS = 10 * PS_PER_S
+#: XCHG_1: the DPU publishes its public key and counter. [A] small next to the exchange
+MEMCLAVE_XCHG1_PS = 1 * PS_PER_MS
+#: The trusted loader's authenticated load of a subkernel (decrypt, verify, scan, load).
+#: [S] paper abstract: "one-time ~100 ms authenticated load"
+MEMCLAVE_AUTH_LOAD_PS = 100 * PS_PER_MS
+#: The MSG subkernel handling one message (or resuming after a subkernel) before it faults
+#: back to the host. [A]
+MEMCLAVE_MSG_PS = 10 * PS_PER_US
+#: One virtual-CI mailbox round trip through the hypervisor (qry_mux / rel_mux). [A]
+MEMCLAVE_VCI_ROUND_TRIP_PS = 20 * PS_PER_US
+#: Fixed cost of one Memclave transfer call. [D] data/mram.csv: a 64 B broadcast on one
+#: thread takes 7,196 cycles at 2.095 GHz = 3.4 us, almost all of it fixed
+MEMCLAVE_TRANSFER_LATENCY_PS = 3 * PS_PER_US
+#: Broadcast rate (bytes delivered to the 64 DPUs per second), one worker. [D] data/mram.csv
+#: plateau of the 1-thread rows, 16 KiB - 4 MiB per DPU: ~9,200 MiB/s
+MEMCLAVE_BROADCAST_BPS_1 = 9200 * _MIB
+#: ... with 8 workers. [S] data/mram.csv, best 8-thread rate: ~14.4 GB/s
+MEMCLAVE_BROADCAST_BPS_8 = 14.4e9
+#: Per-DPU transfer rate (64 buffers), one worker. [D] data/mram.csv 1-thread rows of 4 MiB and
+#: more per DPU: ~665 MiB/s
+MEMCLAVE_TRANSFER_BPS_1 = 665 * _MIB
+#: ... with 8 workers. [S] data/mram.csv, best 8-thread rate: ~7.5 GB/s
+MEMCLAVE_TRANSFER_BPS_8 = 7.5e9
+#: Gather rate, one worker. [D] data/mram.csv 1-thread rows of 1 MiB and more: ~242 MiB/s
+MEMCLAVE_GATHER_BPS_1 = 242 * _MIB
+#: ... with 8 workers. [S] data/mram.csv, best 8-thread rate: ~2.0 GB/s
+MEMCLAVE_GATHER_BPS_8 = 2.0e9
+
+_MEMCLAVE_RATES = {
+    "broadcast": (MEMCLAVE_BROADCAST_BPS_1, MEMCLAVE_BROADCAST_BPS_8),
+    "transfer": (MEMCLAVE_TRANSFER_BPS_1, MEMCLAVE_TRANSFER_BPS_8),
+    "gather": (MEMCLAVE_GATHER_BPS_1, MEMCLAVE_GATHER_BPS_8),
+}
+
+
+def memclave_rate_bps(kind: str, nr_workers: int) -> float:
+    """Rank bandwidth of a Memclave transfer with ``nr_workers`` threads.
+
+    Linear between the one-worker and eight-worker figures, flat beyond eight (the benchmark
+    shows no gain past 8 threads). [A] interpolation between two [D]/[S] anchors.
+    """
+    one, eight = _MEMCLAVE_RATES[kind]
+    n = min(max(nr_workers, 1), 8)
+    return one + (eight - one) * (n - 1) / 7
+
+
+def memclave_transfer_ps(kind: str, total_bytes: int, nr_workers: int) -> int:
+    """Duration of one Memclave transfer moving ``total_bytes`` over the rank.
+
+    ``kind`` is ``"broadcast"`` (bytes counted once per DPU), ``"transfer"`` or ``"gather"``.
+    """
+    return MEMCLAVE_TRANSFER_LATENCY_PS + _bytes_time(
+        total_bytes, memclave_rate_bps(kind, nr_workers)
+    )

@@ -41,6 +41,8 @@ class Rank:
         self.owner: object | None = None
         #: non-blocking callbacks of this rank still running (dpu_free waits for them)
         self.running_callbacks = 0
+        #: the host library that owns the control plane (None: the SDK); other callers are refused
+        self.control_owner: str | None = None
         self.nr_job_slots = 16
         self.free_slots = 16
         self.queue: deque[Job] = deque()

@@ -57,6 +57,13 @@ class DpuSetBase:
     def check_owned(self) -> None:
         """Raise ``DPU_ERR_INVALID_DPU_SET`` unless the allocation is live and owns the ranks."""
         ranks = [self._dpu.rank] if self._dpu is not None else self._ranks
+        for r in ranks:
+            if r.control_owner is not None:
+                raise DpuError(
+                    DpuErrorCode.DPU_ERR_DRIVER,
+                    f"rank {r.index} is owned by {r.control_owner}: its control plane is locked "
+                    "for the SDK",
+                )
         if self._owner.freed or any(r.owner is not self._owner for r in ranks):
             raise DpuError(
                 DpuErrorCode.DPU_ERR_INVALID_DPU_SET,

@@ -26,6 +26,18 @@ counted_callback: contextvars.ContextVar[list[Rank] | None] = contextvars.Contex
 )
 
 
+def check_control(ranks: list[Rank], owner: str | None = None) -> None:
+    """Refuse callers other than the library that owns a rank's control plane (``None``: the
+    SDK; Memclave locks the ranks it holds)."""
+    for r in ranks:
+        if r.control_owner != owner:
+            raise DpuError(
+                E.DPU_ERR_DRIVER,
+                f"rank {r.index} is owned by {r.control_owner or 'the SDK'}: its control plane is "
+                f"locked for {owner or 'the SDK'}",
+            )
+
+
 def check_sticky(ranks: list[Rank]) -> None:
     """Raise the sticky asynchronous error of the first broken rank."""
     for r in ranks:
@@ -60,15 +72,17 @@ async def submit(
     parallel: bool,
     what: str,
     ranks: list[Rank] | None = None,
+    owner: str | None = None,
 ) -> None:
     """Enqueue ``make(rank)`` on each rank (+ SYNC / SYNC_PARALLEL when ``wait``), honouring
     job slots; ``make`` may return None for a rank that only gets the SYNC job.
 
-    ``what`` names the host call in the trace (host waits).
+    ``what`` names the host call in the trace (host waits); ``owner`` the calling library.
     """
     emu = dset.emulator
     rec = emu.recorder
     ranks = dset.rank_list if ranks is None else ranks
+    check_control(ranks, owner)
     if wait and inline_ranks(ranks):
         await _run_inline(dset, make(ranks[0]))
         return

@@ -55,3 +55,5 @@ __all__ = [
     "register_kernel",
     "replay",
 ]
+
+from ..memclave import _scenario as _memclave_steps  # noqa: F401  (the vud_* actions)
