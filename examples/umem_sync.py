@@ -73,7 +73,9 @@ Run = tuple[str, list[float], float]
 async def host_program(workdir: Path) -> list[Run]:
     runs: list[Run] = []
 
-    async def report(name: str, host: umem.Context, device: umem.Context, *step: DeviceStep) -> None:
+    async def report(
+        name: str, host: umem.Context, device: umem.Context, *step: DeviceStep
+    ) -> None:
         t0 = aiopim.now()
         values = await sync_example(host, device, *step)
         runs.append((name, values, aiopim.now() - t0))

@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _context as C
+from ._blocks import align_up
 from ._status import StatusType
 
 if TYPE_CHECKING:
@@ -185,7 +186,9 @@ class Address:
         if isinstance(dest, Address):
             if self._dead("copy_to") or dest._dead("copy_to"):
                 return C.Done(None)
-            return C.copy(self.ctx, self.adr, self.size, dest.ctx, dest.adr, dest.size, n, "copy_to")
+            return C.copy(
+                self.ctx, self.adr, self.size, dest.ctx, dest.adr, dest.size, n, "copy_to"
+            )
         out = C.host_bytes(dest, writable=True, name="dest")
         if self._dead("copy_to"):
             return C.Done(None)
@@ -283,7 +286,7 @@ class Address:
             return Address(
                 dest, self.adr, n, max(a, self.alignment), own="paired", mate=self, zero_copy=True
             )
-        mirror = dest.aligned_alloc(a, C.align_up(n, a)) if a else dest.alloc(n)
+        mirror = dest.aligned_alloc(a, align_up(n, a)) if a else dest.alloc(n)
         if not mirror:
             return mirror
         try:
@@ -352,12 +355,14 @@ class Address:
         dt = np.dtype(dtype)
         return arr[: len(arr) - len(arr) % dt.itemsize].view(dt)
 
-    def __array__(self, dtype: npt.DTypeLike = None, copy: bool | None = None) -> npt.NDArray[Any]:
+    def __array__(
+        self, dtype: npt.DTypeLike | None = None, copy: bool | None = None
+    ) -> npt.NDArray[Any]:
         arr = self.view()
         return arr if dtype is None else arr.astype(dtype, copy=bool(copy))
 
     def __buffer__(self, flags: int) -> memoryview:
-        return memoryview(self.view())
+        return self.view().data
 
     def __getitem__(self, index: Any) -> Any:
         return self.view()[index]

@@ -93,15 +93,14 @@ def first_fit(
         cursor = max(cursor, end)
     gaps.append((cursor, hi))
     if from_top:
-        for start, end in reversed(gaps):
-            assert end is not None, "from_top needs a bounded range"
-            adr = (end - nbytes) & -alignment
-            if adr >= start:
-                return adr
+        for gap_start, gap_end in reversed(gaps):
+            assert gap_end is not None, "from_top needs a bounded range"
+            last = (gap_end - nbytes) & -alignment
+            if last >= gap_start:
+                return last
         return None
-    for start, end in gaps:
-        adr = align_up(start, alignment)
-        limit = end if end is not None else hi
-        if limit is None or adr + nbytes <= limit:
-            return adr
+    for gap_start, gap_end in gaps:
+        first = align_up(gap_start, alignment)
+        if gap_end is None or first + nbytes <= gap_end:
+            return first
     return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from collections.abc import Awaitable, Coroutine, Generator
 from enum import IntEnum
@@ -12,7 +13,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import DpuError
-from ._address import Address
+from ._address import Address as Address
+from ._address import Ownership
 from ._blocks import Block, BlockTable, align_up
 from ._status import Status, StatusType, UmemError, get_status_name
 
@@ -86,6 +88,7 @@ def _count(value: Any, name: str) -> int:
 
 def host_bytes(buf: Any, *, writable: bool, name: str) -> Bytes:
     """A bytes-like object or NumPy array as a flat uint8 array (TypeError naming ``name``)."""
+    arr: Bytes
     if isinstance(buf, np.ndarray):
         if not buf.flags.c_contiguous:
             if writable:
@@ -140,7 +143,7 @@ class Context:
             StatusType.NotImplementedError, f"{type(self).__name__} does not implement _alloc"
         )
 
-    def _free(self, block: Block) -> None:  # noqa: B027
+    def _free(self, block: Block) -> None:
         """Release the storage of ``block`` (already removed from the table)."""
 
     def _read(self, adr: int, nbytes: int) -> Any:
@@ -162,7 +165,8 @@ class Context:
 
     async def _aread(self, adr: int, nbytes: int, all_lanes: bool) -> Bytes:
         """Rows of ``nbytes`` at ``adr``: one per lane with ``all_lanes``, else one row."""
-        return np.frombuffer(self._read(adr, nbytes), np.uint8).reshape(1, nbytes)
+        row: Bytes = np.frombuffer(self._read(adr, nbytes), np.uint8)
+        return row.reshape(1, nbytes)
 
     async def _awrite(self, adr: int, data: Bytes) -> None:
         """Store ``data`` rows at ``adr``: one row for every lane, or one row per lane."""
@@ -285,13 +289,13 @@ class Context:
     def _new_block(self, nbytes: int, alignment: int, aligned: bool, what: str) -> Address:
         if nbytes < 0:
             raise self._fail(StatusType.ValueError, f"{what}: size {nbytes} is negative")
-        extra = alignment - self.fundamental_alignment if alignment > self.fundamental_alignment else 0
+        extra = max(0, alignment - self.fundamental_alignment)
         span = max(nbytes + extra, 1)
         origin = self._guard_sync(what, self._alloc, span)
         adr = align_up(origin, alignment)
         self._register(Block(adr, nbytes, origin, span, aligned))
         self._mine.add(adr)
-        own = "aligned" if aligned else "alloc"
+        own: Ownership = "aligned" if aligned else "alloc"
         return Address(self, adr, nbytes, alignment, own=own)
 
     def free(self, adr: int | Address) -> None:
@@ -320,10 +324,8 @@ class Context:
             )
             return
         self._mine.discard(adr)
-        try:
+        with contextlib.suppress(_Stop):
             self._guard_sync(what, self._free, block)
-        except _Stop:
-            pass
 
     def aligned_origin(self, adr: int | Address) -> int:
         """``umem_aligned_origin``: the start of the memory reserved for an aligned address."""
@@ -410,9 +412,7 @@ class Context:
         a = _count(adr, "adr")
         arr = np.asarray(data)
         if arr.ndim != 2 or arr.shape[0] not in (1, self.nr_lanes):
-            raise TypeError(
-                f"data must have shape ({self.nr_lanes}, n) or (1, n), not {arr.shape}"
-            )
+            raise TypeError(f"data must have shape ({self.nr_lanes}, n) or (1, n), not {arr.shape}")
         rows = np.ascontiguousarray(arr).view(np.uint8).reshape(arr.shape[0], -1)
         return self._drive(self._scatter(a, rows), self)
 
@@ -471,7 +471,11 @@ class Context:
         return mate.connect(dest, nbytes, dest_alignment)
 
     def disconnect(
-        self, src_adr: int | Address, dest: Context, dest_adr: int | Address, dest_alignment: int = 0
+        self,
+        src_adr: int | Address,
+        dest: Context,
+        dest_adr: int | Address,
+        dest_alignment: int = 0,
     ) -> None:
         """``umem_disconnect``: free the mirror made by :meth:`connect` (nothing if zero-copy)."""
         s, d = _count(src_adr, "src_adr"), _count(dest_adr, "dest_adr")
@@ -605,9 +609,9 @@ def sync(
     what: str,
 ) -> Awaitable[None]:
     """A copy, or nothing when both sides are the same memory (a zero-copy pair)."""
-    if isinstance(dest, Context) and isinstance(src, Context) and _mutual(src, dest):
-        if _count(src_adr, "src_adr") == _count(dest_adr, "dest_adr"):
-            return Done(None)
+    same = isinstance(dest, Context) and isinstance(src, Context) and _mutual(src, dest)
+    if same and _count(src_adr, "src_adr") == _count(dest_adr, "dest_adr"):
+        return Done(None)
     return copy(src, src_adr, src_size, dest, dest_adr, dest_size, nbytes, what)
 
 

@@ -8,9 +8,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .. import DpuError, DpuSet, MemorySpace, Symbol
-from ..sdk import DPU_MRAM_HEAP_POINTER_NAME
 from ._blocks import Block, BlockTable, align_up, first_fit
 from ._context import Bytes, Context, DeviceType
+from ._coreapi import DPU_MRAM_HEAP_POINTER_NAME
 from ._status import StatusType, UmemError
 
 #: name of the WRAM window symbol the Wram context transfers through
@@ -204,7 +204,7 @@ class Mram(_DpuMemory):
     _space = "mram"
 
     def _window(self) -> Symbol:
-        heaps = []
+        heaps: list[Symbol] = []
         for program in self._programs():
             sym = program.symbols().get(DPU_MRAM_HEAP_POINTER_NAME)
             if sym is None:
@@ -234,11 +234,8 @@ class Wram(_DpuMemory):
         for program in self._programs():
             start = getattr(program, "heap_start", None)
             if not isinstance(start, int):  # a program without a layout: after its symbols
-                start = max(
-                    (s.offset + s.size for s in program.symbols().values()
-                     if s.space is MemorySpace.WRAM),
-                    default=0,
-                )
+                wram = [s for s in program.symbols().values() if s.space is MemorySpace.WRAM]
+                start = max((s.offset + s.size for s in wram), default=0)
             starts.append(align_up(start, self.fundamental_alignment))
         start = max(starts)
         end = self.dpus.emulator.config.chip_profile.wram_size

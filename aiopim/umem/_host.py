@@ -185,7 +185,7 @@ class File(Context):
                 f"{self.path!r} is opened for appending ({self.mode!r}): the {self._base} bytes "
                 f"it held are never overwritten, and {adr:#x} is one of them",
             )
-        view = memoryview(data)
+        view = data.data
         while view.nbytes:
             done = os.pwrite(fd, view, adr)
             view, adr = view[done:], adr + done
