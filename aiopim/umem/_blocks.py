@@ -53,12 +53,15 @@ class BlockTable:
         return block
 
     def containing(self, adr: int, nbytes: int = 0) -> Block | None:
-        """The block whose usable bytes hold ``[adr, adr + nbytes)``."""
+        """The block whose usable bytes hold ``[adr, adr + nbytes)`` (for ``nbytes == 0``:
+        whose bytes hold ``adr``, or the empty block at ``adr``)."""
         i = bisect_right(self._starts, adr) - 1
         if i < 0:
             return None
         block = self._blocks[self._starts[i]]
-        return block if adr + nbytes <= block.end else None
+        if adr + nbytes > block.end or (adr == block.end and adr != block.adr):
+            return None
+        return block
 
     def reserved(self) -> Iterator[tuple[int, int]]:
         """``(start, end)`` of every reserved span, by address."""

@@ -179,12 +179,6 @@ class File(Context):
                 StatusType.IOError,
                 f"{self.path!r} is opened read-only ({self.mode!r}); open it with r+ to write",
             )
-        if adr < self._base:
-            raise UmemError(
-                StatusType.IOError,
-                f"{self.path!r} is opened for appending ({self.mode!r}): the {self._base} bytes "
-                f"it held are never overwritten, and {adr:#x} is one of them",
-            )
         view = data.data
         while view.nbytes:
             done = os.pwrite(fd, view, adr)
