@@ -190,9 +190,9 @@ def test_copies_are_rank_jobs_in_virtual_time(backend: str) -> None:
         assert now_ps() - t0 == timing.transfer_time_ps("from", [80])
         t0 = now_ps()
         await (m + 4).copy_from(b"abcd")  # a partial granule: read 8 from every DPU, write 8
-        assert now_ps() - t0 == timing.transfer_time_ps(
-            "from", [8] * 4
-        ) + timing.transfer_time_ps("to", [8] * 4)
+        assert now_ps() - t0 == timing.transfer_time_ps("from", [8] * 4) + timing.transfer_time_ps(
+            "to", [8] * 4
+        )
         t0 = now_ps()
         h.copy_to(host.alloc(80))  # host to host: no virtual time
         assert now_ps() == t0

@@ -290,8 +290,8 @@ class Address:
         if not mirror:
             return mirror
         try:
-            src._check_span(self.adr, n, "connect", "source")
-            await C._move(src, self.adr, dest, mirror.adr, n, "connect")
+            if src._check_span(self.adr, n, "connect", "source"):
+                await C._move(src, self.adr, dest, mirror.adr, n, "connect")
         except C._Stop:
             mirror.free()
             return Address.null(dest)

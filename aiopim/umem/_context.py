@@ -390,9 +390,9 @@ class Context:
             pass
 
     async def _set(self, adr: int, c: int, nbytes: int, what: str) -> None:
-        self._check_span(adr, nbytes, what, "area")
-        row = np.full((1, nbytes), c & 0xFF, np.uint8)
-        await self._guard(what, self._awrite(adr, row))
+        if self._check_span(adr, nbytes, what, "area"):
+            row = np.full((1, nbytes), c & 0xFF, np.uint8)
+            await self._guard(what, self._awrite(adr, row))
 
     def gather(self, adr: int | Address, nbytes: int) -> Awaitable[Bytes]:
         """``nbytes`` at ``adr`` from every lane: an array of shape ``(nr_lanes, nbytes)``."""
@@ -401,10 +401,11 @@ class Context:
 
     async def _gather(self, adr: int, nbytes: int) -> Bytes:
         try:
-            self._check_span(adr, nbytes, "gather", "source")
-            return np.array(await self._guard("gather", self._aread(adr, nbytes, True)))
+            if self._check_span(adr, nbytes, "gather", "source"):
+                return np.array(await self._guard("gather", self._aread(adr, nbytes, True)))
         except _Stop:
-            return np.zeros((self.nr_lanes, 0), np.uint8)
+            pass
+        return np.zeros((self.nr_lanes, 0), np.uint8)
 
     def scatter(self, adr: int | Address, data: Any) -> Awaitable[None]:
         """Write row ``i`` of ``data`` (shape ``(nr_lanes, n)``, or one row for all) to lane
@@ -418,8 +419,8 @@ class Context:
 
     async def _scatter(self, adr: int, rows: Bytes) -> None:
         try:
-            self._check_span(adr, rows.shape[1], "scatter", "destination")
-            await self._guard("scatter", self._awrite(adr, rows))
+            if self._check_span(adr, rows.shape[1], "scatter", "destination"):
+                await self._guard("scatter", self._awrite(adr, rows))
         except _Stop:
             pass
 
@@ -523,13 +524,15 @@ class Context:
         return sync(src, src_adr, src_size, self, dest_adr, dest_size, nbytes, "sync_from_safe")
 
     # ---------------------------------------------------------------------------- helpers
-    def _check_span(self, adr: int, nbytes: int, what: str, role: str) -> Block:
-        """The live block holding ``[adr, adr + nbytes)``, else a status and :class:`_Stop`."""
+    def _check_span(self, adr: int, nbytes: int, what: str, role: str) -> bool:
+        """True if ``[adr, adr + nbytes)`` is live and not empty; a status and :class:`_Stop`
+        if it is not live (a zero-byte access is never checked, and moves nothing)."""
         if nbytes < 0:
             raise self._fail(StatusType.ValueError, f"{what}: nbytes {nbytes} is negative")
-        block = self._lookup(adr, nbytes)
-        if block is not None:
-            return block
+        if nbytes == 0:
+            return False
+        if self._lookup(adr, nbytes) is not None:
+            return True
         holder = self._lookup(adr, 0)
         if holder is None:
             raise self._fail(
@@ -638,9 +641,8 @@ async def _copy(
                 f"{what}: {n} bytes do not fit the {dest_size}-byte destination area at {d:#x}; "
                 f"copy at most {dest_size} bytes",
             )
-        src._check_span(s, n, what, "source")
-        dest._check_span(d, n, what, "destination")
-        await _move(src, s, dest, d, n, what)
+        if src._check_span(s, n, what, "source") & dest._check_span(d, n, what, "destination"):
+            await _move(src, s, dest, d, n, what)
     except _Stop:
         pass
 
@@ -659,11 +661,11 @@ async def _move(src: Context, s: int, dest: Context, d: int, n: int, what: str) 
 
 async def read_into(ctx: Context, adr: int, out: Bytes, what: str) -> None:
     """Copy ``len(out)`` bytes at ``adr`` (one lane) into the host array ``out``."""
-    ctx._check_span(adr, len(out), what, "source")
-    out[:] = (await ctx._guard(what, ctx._aread(adr, len(out), False)))[0]
+    if ctx._check_span(adr, len(out), what, "source"):
+        out[:] = (await ctx._guard(what, ctx._aread(adr, len(out), False)))[0]
 
 
 async def write_from(ctx: Context, adr: int, data: Bytes, what: str) -> None:
     """Store the host bytes ``data`` at ``adr`` (every lane)."""
-    ctx._check_span(adr, len(data), what, "destination")
-    await ctx._guard(what, ctx._awrite(adr, data.reshape(1, -1)))
+    if ctx._check_span(adr, len(data), what, "destination"):
+        await ctx._guard(what, ctx._awrite(adr, data.reshape(1, -1)))
