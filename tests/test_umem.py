@@ -260,9 +260,8 @@ def test_type_errors_name_the_parameter() -> None:
         host.alloc("8")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="dest"):
         host.copy_to(0, "host", 0, 8)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="src"):
-        with host.alloc(8) as a:
-            a.copy_from(object())
+    with pytest.raises(TypeError, match="src"), host.alloc(8) as a:
+        a.copy_from(object())
     with pytest.raises(TypeError, match="no host view"):
         np.asarray(umem.Address(_Scratch(), 0, 4))
 
