@@ -247,6 +247,29 @@ def test_c_style_connect_sync_disconnect() -> None:
     a.free()
 
 
+def test_c_style_connect_with_integer_addresses(tmp_path: Path) -> None:
+    host = umem.Host()
+    with umem.File(tmp_path / "f", "w+") as f:
+        a = f.alloc(8)
+        a.copy_from(b"abcdefgh")
+        pair = f.connect(int(a), 8, host, 32)
+        assert int(pair) % 32 == 0 and pair.mate is not None and pair.mate.size == 8
+        assert pair.view().tobytes() == b"abcdefgh"
+        pair.view()[:] = 0x2A
+        pair.sync()
+        assert a.read().value == b"*" * 8  # type: ignore[attr-defined]
+        f.disconnect(a, host, pair, 32)
+        assert host._lookup(int(pair), 0) is None and host.is_ok() and f.is_ok()
+
+
+def test_close_releases_what_the_context_allocated() -> None:
+    host, other = umem.Host(), umem.Host()
+    a, b = host.alloc(8), host.alloc(8)
+    other.free(b)  # one process memory: any Host context may free it
+    host.close()
+    assert host._lookup(int(a), 0) is None and host.is_ok() and other.is_ok()
+
+
 def test_sync_without_a_mate_sets_status() -> None:
     host = umem.Host()
     with host.alloc(8) as a:

@@ -348,7 +348,10 @@ class Context:
         """Release every allocation this context made and still holds (``umem_dtor``)."""
         for adr in sorted(self._mine):
             block = self._table_block(adr)
-            self._release(adr, aligned=block is not None and block.aligned)
+            if block is None:  # freed through another context, or wiped by a new load
+                self._mine.discard(adr)
+            else:
+                self._release(adr, aligned=block.aligned)
 
     def __enter__(self) -> Self:
         return self
@@ -468,8 +471,9 @@ class Context:
         addresses, both are OK and the alignment fits (zero-copy); otherwise a new block in
         ``dest`` holding a copy. The result is paired with ``src_adr`` (see :meth:`Address.sync`).
         """
-        mate = src_adr if isinstance(src_adr, Address) else Address(self, _count(src_adr, "src"))
-        return mate.connect(dest, nbytes, dest_alignment)
+        n = _count(nbytes, "nbytes")
+        mate = src_adr if isinstance(src_adr, Address) else Address(self, _count(src_adr, "src"), n)
+        return mate.connect(dest, n, dest_alignment)
 
     def disconnect(
         self,

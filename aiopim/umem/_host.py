@@ -191,5 +191,10 @@ class File(Context):
             os.close(self._fd)
             self._fd = None
 
+    def __del__(self) -> None:
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            os.close(fd)
+
     def __repr__(self) -> str:
         return f"File({self.path!r}, {self.mode!r}, status={self.status.type.name})"
