@@ -279,3 +279,88 @@ def test_dpu_errors_become_status(backend: str) -> None:
             assert "DPU_ERR_DPU_FAULT" in mram.get_message()
 
     aiopim.run(main, backend=backend)
+
+
+async def exercise(ctx: umem.Context, host: umem.Host) -> None:
+    """Every operation once on ``ctx``, checked through a Host."""
+    h = host.alloc(24)
+    h.view()[:] = np.arange(24)
+    a = await ctx.calloc(4, 6)
+    assert await a.read() == bytes(24)
+    b = ctx.aligned_alloc(16, 32)
+    assert int(b) % 16 == 0 and b.alignment == 16 and ctx.aligned_origin(b) <= int(b)
+    await ctx.set(b, 7, 32)
+    await ctx.copy_to(b, ctx, a, 24)  # within the context
+    assert await a.read() == b"\x07" * 24
+    await ctx.copy_from(int(a) + 1, host, int(h) + 3, 5)  # unaligned, from the host
+    assert await a.read(8) == bytes([7, 3, 4, 5, 6, 7, 7, 7])
+    await ctx.copy_to_safe(a, 24, host, h, 24, 24)
+    assert h.view()[:8].tolist() == [7, 3, 4, 5, 6, 7, 7, 7]
+    await ctx.copy_from_safe(a, 4, host, h, 24, 8)  # the destination area is too small
+    assert ctx.get_status() is StatusType.IndexError
+    ctx.clear_status()
+    await ctx.set_safe(a, 24, 1, 24)
+    pair = await a.connect(host, 24, 64)
+    assert not pair.zero_copy and int(pair) % 64 == 0 and pair.view().tolist() == [1] * 24
+    pair.view()[:4] = 9
+    await pair.sync()
+    assert await a.read(5) == bytes([9, 9, 9, 9, 1])
+    await ctx.sync_to(b, ctx, b, 32)  # the same address: nothing to do
+    await ctx.sync_from(a, ctx, b, 8)
+    await pair.update(8)
+    assert pair.view()[:9].tolist() == [7] * 8 + [1]
+    ctx.disconnect(a, host, pair, 64)
+    assert host._lookup(int(pair), 0) is None
+    rows = await ctx.gather(b, 32)
+    assert rows.shape == (ctx.nr_lanes, 32) and (rows == 7).all()
+    await ctx.scatter(b, np.full((1, 32), 5, np.uint8))
+    assert (await b.gather() == 5).all()
+    assert ctx.is_accessible_from(ctx) and not ctx.is_accessible_from(host)
+    ctx.free(a)
+    ctx.aligned_free(b)
+    assert ctx.is_ok()
+    ctx.free(a)
+    assert ctx.get_status() is StatusType.ValueError
+    h.free()
+
+
+def test_every_operation_on_every_context(backend: str, tmp_path: object) -> None:
+    async def main() -> list[str]:
+        names = []
+        async with await aiopim.DpuSet.alloc(3) as dpus:
+            await dpus.load(spin_program())
+            host = umem.Host()
+            for ctx in (
+                umem.Host(),
+                umem.File(f"{tmp_path}/f.bin", "w+b"),
+                umem.Mram(dpus),
+                umem.Mram(dpus[2]),
+                umem.Wram(dpus),
+                umem.Wram(dpus[0]),
+            ):
+                if isinstance(ctx, umem.Host):
+                    await exercise_host(ctx, host)
+                else:
+                    await exercise(ctx, host)
+                names.append(f"{ctx.device_name}:{ctx.nr_lanes}")
+        return names
+
+    assert aiopim.run(main, backend=backend) == [
+        "Host:1",
+        "FILE:1",
+        "MRAM:3",
+        "MRAM:1",
+        "WRAM:3",
+        "WRAM:1",
+    ]
+
+
+async def exercise_host(ctx: umem.Host, host: umem.Host) -> None:
+    """The same on a second Host, where connect is zero-copy (checked separately above)."""
+    a = await ctx.calloc(4, 6)
+    pair = await a.connect(host, 24, 8)
+    assert pair.zero_copy and int(pair) == int(a)
+    await pair.sync()
+    pair.free()
+    a.free()
+    assert ctx.is_ok() and host.is_ok()

@@ -240,7 +240,7 @@ class Address:
         out = np.zeros(self._n(nbytes), np.uint8)
 
         async def go() -> bytes:
-            await self.copy_to(out)
+            await self.copy_to(out, len(out))
             return out.tobytes()
 
         return self.ctx._drive(go(), self.ctx)
