@@ -130,10 +130,12 @@ def test_dpu_to_dpu_copies_pair_the_dpus(backend: str) -> None:
             assert (rows == data[:, 1:22]).all()
             one = umem.Mram(dpus.dpus[1])
             o = one.alloc(8)
-            await o.copy_from(m, 8)  # 4 DPUs -> 1 DPU: the reader (DPU 0)
-            assert (await o.gather()).tolist() == [data[0, :8].tolist()]
+            await o.copy_from(m, 8)  # 4 DPUs -> one of them: its own bytes
+            assert (await o.gather()).tolist() == [data[1, :8].tolist()]
             await m.copy_from(o, 8)  # 1 DPU -> 4 DPUs: a broadcast
-            assert ((await m.gather(8)) == data[0, :8]).all()
+            assert ((await m.gather(8)) == data[1, :8]).all()
+            await w.copy_to(umem.Mram(dpus[3]).alloc(8), 8)  # WRAM of 4 -> MRAM of DPU 3
+            assert await umem.Address(one, int(m), 8).read() == data[1, :8].tobytes()
             two = umem.Mram(aiopim_subset := (await aiopim.DpuSet.alloc(2)))
             await aiopim_subset.load(spin_program())
             t = two.alloc(8)

@@ -25,6 +25,10 @@ SENTINEL = 0xC3
 MRAM_REGION = 4096  # checked bytes above the heap pointer
 
 
+#: the DPUs (of the set of 2) behind each DPU context
+DPUS = {"mram2": [0, 1], "wram2": [0, 1], "mram1": [1]}
+
+
 @dataclass(eq=False)
 class Rec:
     """A live address and the model of its bytes (one bytearray per lane)."""
@@ -39,8 +43,15 @@ class Rec:
 def model_copy(src: Rec, so: int, dst: Rec, do: int, n: int) -> None:
     k, m = len(src.lanes), len(dst.lanes)
     data = [bytes(lane[so : so + n]) for lane in src.lanes]
-    for i, lane in enumerate(dst.lanes):
-        lane[do : do + n] = data[i] if (m > 1 and k == m) else data[0]
+    src_dpus, dst_dpus = DPUS.get(src.name), DPUS.get(dst.name)
+    if src_dpus is not None and dst_dpus is not None and set(dst_dpus) <= set(src_dpus):
+        rows = [src_dpus.index(d) for d in dst_dpus]  # each DPU its own bytes
+    elif m > 1 and k == m:
+        rows = list(range(k))
+    else:
+        rows = [0] * m  # the reading DPU, broadcast
+    for row, lane in zip(rows, dst.lanes, strict=True):
+        lane[do : do + n] = data[row]
 
 
 async def scenario(data: st.DataObject, workdir: Path) -> None:
@@ -92,7 +103,7 @@ async def scenario(data: st.DataObject, workdir: Path) -> None:
             rec.mate.pairs.remove(rec)
         freed.append(rec.adr)
 
-    ops = ["alloc", "copy", "set", "connect", "sync", "update", "free", "freed"]
+    ops = ["alloc", "copy", "set", "scatter", "connect", "sync", "update", "free", "freed"]
     for _ in range(data.draw(st.integers(1, 12), label="steps")):
         op = data.draw(st.sampled_from(ops if live else ["alloc"]), label="op")
         if op == "alloc":
@@ -141,6 +152,15 @@ async def scenario(data: st.DataObject, workdir: Path) -> None:
             else:
                 model_copy(src, so, dst, do, n)
                 expect()
+        elif op == "scatter":  # different bytes on each DPU
+            rec = data.draw(st.sampled_from(live), label="rec")
+            size = rec.adr.size
+            base = np.frombuffer(data.draw(st.binary(min_size=size, max_size=size)), np.uint8)
+            rows = np.stack([base + 37 * i for i in range(len(rec.lanes))]).astype(np.uint8)
+            await rec.adr.ctx.scatter(rec.adr, rows)
+            for lane, row in zip(rec.lanes, rows, strict=True):
+                lane[:] = row.tobytes()
+            expect()
         elif op == "connect":
             mate = data.draw(st.sampled_from(live), label="mate")
             name = data.draw(st.sampled_from(names), label="dest")

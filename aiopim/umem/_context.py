@@ -163,8 +163,13 @@ class Context:
         """Copies of the memory the context writes at once (DPUs of a set; 1 elsewhere)."""
         return 1
 
-    async def _aread(self, adr: int, nbytes: int, all_lanes: bool) -> Bytes:
-        """Rows of ``nbytes`` at ``adr``: one per lane with ``all_lanes``, else one row."""
+    def _lane_keys(self) -> list[object] | None:
+        """What each lane is (the DPUs of a DPU context), to pair lanes across contexts."""
+        return None
+
+    async def _aread(self, adr: int, nbytes: int, lanes: list[int] | None) -> Bytes:
+        """Rows of ``nbytes`` at ``adr``: one per lane index in ``lanes``, or one row from the
+        context's reading lane for ``None``."""
         row: Bytes = np.frombuffer(self._read(adr, nbytes), np.uint8)
         return row.reshape(1, nbytes)
 
@@ -405,7 +410,11 @@ class Context:
     async def _gather(self, adr: int, nbytes: int) -> Bytes:
         try:
             if self._check_span(adr, nbytes, "gather", "source"):
-                return np.array(await self._guard("gather", self._aread(adr, nbytes, True)))
+                return np.array(
+                    await self._guard(
+                        "gather", self._aread(adr, nbytes, list(range(self.nr_lanes)))
+                    )
+                )
         except _Stop:
             pass
         return np.zeros((self.nr_lanes, 0), np.uint8)
@@ -653,20 +662,26 @@ async def _copy(
 
 async def _move(src: Context, s: int, dest: Context, d: int, n: int, what: str) -> None:
     k, m = src.nr_lanes, dest.nr_lanes
-    if k > 1 and m > 1 and k != m:
+    src_keys, dest_keys = src._lane_keys(), dest._lane_keys()
+    lanes: list[int] | None = None  # the source's reading lane, for every destination lane
+    if src_keys is not None and dest_keys is not None and all(key in src_keys for key in dest_keys):
+        lanes = [src_keys.index(key) for key in dest_keys]  # each DPU gets its own bytes
+    elif m > 1 and k == m:
+        lanes = list(range(k))
+    elif m > 1 and k > 1:
         raise dest._fail(
             StatusType.NotSupportedError,
             f"{what}: {src!r} has {k} DPUs and {dest!r} has {m}; copies between DPU contexts "
             "pair the DPUs one to one (use sets of the same size, or copy through a Host)",
         )
-    data = await src._guard(what, src._aread(s, n, m > 1))
+    data = await src._guard(what, src._aread(s, n, lanes))
     await dest._guard(what, dest._awrite(d, data))
 
 
 async def read_into(ctx: Context, adr: int, out: Bytes, what: str) -> None:
     """Copy ``len(out)`` bytes at ``adr`` (one lane) into the host array ``out``."""
     if ctx._check_span(adr, len(out), what, "source"):
-        out[:] = (await ctx._guard(what, ctx._aread(adr, len(out), False)))[0]
+        out[:] = (await ctx._guard(what, ctx._aread(adr, len(out), None)))[0]
 
 
 async def write_from(ctx: Context, adr: int, data: Bytes, what: str) -> None:

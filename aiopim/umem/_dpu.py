@@ -143,21 +143,32 @@ class _DpuMemory(Context):
         return adr
 
     # -- data ---------------------------------------
-    async def _fetch(self, lo: int, nbytes: int, all_lanes: bool) -> Bytes:
-        """Granule-aligned rows ``[lo, lo + nbytes)``: every DPU, or the reader only."""
+    def _lane_keys(self) -> list[object] | None:
+        return list(self._keys)
+
+    async def _fetch(self, lo: int, nbytes: int, lanes: list[int] | None) -> Bytes:
+        """Granule-aligned rows ``[lo, lo + nbytes)`` of the DPUs ``lanes`` (None: the reader).
+
+        One DPU is read alone; several are read with one transfer of the whole set.
+        """
         win = self._window()
-        target = self.dpus if all_lanes and len(self._singles) > 1 else self._singles[self.reader]
+        picked = [self.reader] if lanes is None else lanes
         try:
-            return await target.copy_from(win, np.uint8, nbytes, offset=lo - win.offset)
+            if len(set(picked)) == 1:
+                one = self._singles[picked[0]]
+                row = await one.copy_from(win, np.uint8, nbytes, offset=lo - win.offset)
+                return np.repeat(row, len(picked), axis=0)
+            rows = await self.dpus.copy_from(win, np.uint8, nbytes, offset=lo - win.offset)
         except DpuError as exc:
             raise UmemError(StatusType.RuntimeError, str(exc)) from None
+        return rows if picked == list(range(len(rows))) else rows[picked]
 
-    async def _aread(self, adr: int, nbytes: int, all_lanes: bool) -> Bytes:
+    async def _aread(self, adr: int, nbytes: int, lanes: list[int] | None) -> Bytes:
         g = self.granule
         if nbytes == 0:
-            return np.zeros((self.nr_lanes if all_lanes else 1, 0), np.uint8)
+            return np.zeros((1 if lanes is None else len(lanes), 0), np.uint8)
         lo, hi = adr - adr % g, align_up(adr + nbytes, g)
-        rows = await self._fetch(lo, hi - lo, all_lanes)
+        rows = await self._fetch(lo, hi - lo, lanes)
         return rows[:, adr - lo : adr - lo + nbytes]
 
     async def _awrite(self, adr: int, data: Bytes) -> None:
@@ -165,24 +176,23 @@ class _DpuMemory(Context):
         if nbytes == 0:
             return
         lo, hi = adr - adr % g, align_up(adr + nbytes, g)
-        lanes = self.nr_lanes if data.shape[0] > 1 else 1
         if lo != adr or hi != adr + nbytes:
             # partial granules: read their bytes back from every DPU (they may differ)
-            lanes = self.nr_lanes
-            buf = np.empty((lanes, hi - lo), np.uint8)
+            every = list(range(self.nr_lanes))
+            buf = np.empty((self.nr_lanes, hi - lo), np.uint8)
             if hi - lo <= 2 * g:
-                buf[:] = await self._fetch(lo, hi - lo, True)
+                buf[:] = await self._fetch(lo, hi - lo, every)
             else:
                 if lo != adr:
-                    buf[:, :g] = await self._fetch(lo, g, True)
+                    buf[:, :g] = await self._fetch(lo, g, every)
                 if hi != adr + nbytes:
-                    buf[:, -g:] = await self._fetch(hi - g, g, True)
+                    buf[:, -g:] = await self._fetch(hi - g, g, every)
             buf[:, adr - lo : adr - lo + nbytes] = data
         else:
             buf = np.ascontiguousarray(data)
         win = self._window()
         try:
-            if lanes == 1:
+            if len(buf) == 1:  # one row for every DPU: a broadcast
                 await self.dpus.copy_to(win, buf[0], offset=lo - win.offset)
             else:
                 await self.dpus.copy_to(win, buf, offset=lo - win.offset)
