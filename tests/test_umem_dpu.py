@@ -366,3 +366,31 @@ async def exercise_host(ctx: umem.Host, host: umem.Host) -> None:
     pair.free()
     a.free()
     assert ctx.is_ok() and host.is_ok()
+
+
+def test_same_trace_on_both_backends() -> None:
+    async def main() -> bytes:
+        dpus = await aiopim.DpuSet.alloc(4)
+        await dpus.load(spin_program())
+        mram, wram, host = umem.Mram(dpus), umem.Wram(dpus), umem.Host()
+        m = await mram.calloc(1, 40)
+        w = wram.alloc(40)
+        await (m + 5).copy_from(bytes(range(30)))
+        await w.set(9)  # aligned: one broadcast
+        await m.copy_to(w)  # DPU by DPU
+        async with await w.connect(host) as h:
+            h.view()[:] = 1
+            await h.sync(13)
+            await h.update()
+            return h.view().tobytes()
+
+    traces, results = [], []
+    for backend in ("asyncio", "trio"):
+        e = emu(ranks=1, dpus=4)
+        results.append(e.run(main, backend=backend))
+        assert e.recorder is not None
+        traces.append(e.recorder.to_jsonl())
+        types = {j.type for j in Timeline.from_emulator(e).jobs}
+        assert {JobType.COPY_WRAM_TO_RANK, JobType.COPY_WRAM_FROM_MATRIX} <= types
+    assert results[0] == results[1] == b"\x01" * 13 + bytes(range(8, 30)) + bytes(5)
+    assert traces[0] == traces[1]

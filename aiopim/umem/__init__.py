@@ -1,7 +1,7 @@
 """umem for PIM: one memory-context abstraction over host RAM, files, MRAM and WRAM.
 
 >>> host, dev = Host(), Mram(dpus)                    # doctest: +SKIP
->>> with dev.aligned_alloc(128, 80) as d:              # doctest: +SKIP
+>>> with dev.aligned_alloc(128, 128) as d:             # doctest: +SKIP
 ...     with await d.connect(host, 80, 64) as h:       # a host mirror, paired with d
 ...         h.view(np.float64)[:] = range(10)
 ...         await h.sync()                             # push to MRAM (a rank job)
