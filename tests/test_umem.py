@@ -161,6 +161,25 @@ def test_out_of_bounds_and_freed_addresses_set_status_and_keep_data() -> None:
     b.free()
 
 
+def test_negative_counts_set_status_and_move_nothing() -> None:
+    host = umem.Host()
+    with host.alloc(8) as a, host.calloc(1, 8) as b:
+        a.view()[:] = 1
+        buf = bytearray(8)
+        a.copy_to(buf, -2)
+        assert buf == bytearray(8) and host.get_status() is StatusType.ValueError
+        host.clear_status()
+        assert a.read(-1).value == b""  # type: ignore[attr-defined]
+        assert "negative" in host.get_message()
+        host.clear_status()
+        b.copy_from(a, -3)
+        host.copy_to(a, host, b, -1)
+        host.set(b, 5, -1)
+        assert b.view().tolist() == [0] * 8 and host.get_status() is StatusType.ValueError
+        host.clear_status()
+        assert not host.alloc(-1) and "size -1 is negative" in host.get_message()
+
+
 def test_address_arithmetic() -> None:
     host = umem.Host()
     with host.aligned_alloc(64, 64) as a:
@@ -170,7 +189,10 @@ def test_address_arithmetic() -> None:
         assert b.view()[0] == 8 and b % 16 == 8
         assert (a + 0) == a and hash(a + 0) == hash(a)
         c = a + 65
-        assert c.size == 0 and host.get_status() is StatusType.IndexError
+        assert c.size == 0 and int(c) == int(a) + 64 and host.get_status() is StatusType.IndexError
+        host.clear_status()
+        d = b + (-16)  # never reaches below the block
+        assert int(d) == int(b) and d.size == 56 and host.get_status() is StatusType.IndexError
         host.clear_status()
         b.free()  # non-owning: frees nothing
         assert a.view()[0] == 0 and host.is_ok()

@@ -109,13 +109,15 @@ class Address:
         return self
 
     def __add__(self, offset: int) -> Address:
-        """A non-owning address ``offset`` bytes further, ``offset`` bytes smaller."""
+        """A non-owning address ``offset`` bytes further, ``offset`` bytes smaller (an offset
+        outside ``0..size`` records an IndexError and is clamped into it)."""
         i = C._count(offset, "offset")
         if i < 0 or i > self.size:
             self.ctx.status.set(
                 StatusType.IndexError,
-                f"{self!r} + {i}: the offset must be within 0..{self.size}",
+                f"{self!r} + {i}: the offset must be within 0..{self.size} (clamped)",
             )
+            i = min(max(i, 0), self.size)
         low = (self.adr + i) & -(self.adr + i) if self.adr + i else self.alignment
         return Address(self.ctx, self.adr + i, max(0, self.size - i), min(self.alignment, low))
 
@@ -175,8 +177,16 @@ class Address:
             return True
         return False
 
-    def _n(self, nbytes: int | None) -> int:
-        return self.size if nbytes is None else C._count(nbytes, "nbytes")
+    def _n(self, nbytes: int | None, default: int | None = None) -> int:
+        """``nbytes`` or the default (this size); a negative count records a ValueError and
+        moves nothing."""
+        if nbytes is None:
+            return self.size if default is None else default
+        n = C._count(nbytes, "nbytes")
+        if n < 0:
+            self.ctx.status.set(StatusType.ValueError, f"nbytes {n} is negative; nothing moved")
+            return 0
+        return n
 
     # ---------------------------------------------------------------------------- data
     def copy_to(self, dest: Address | Any, nbytes: int | None = None) -> Awaitable[None]:
@@ -212,12 +222,12 @@ class Address:
         """Copy ``nbytes`` from ``src`` (an address, or bytes-like host data; default: its
         whole size) to this address. Bounds-checked like :meth:`copy_to`."""
         if isinstance(src, Address):
-            n = src.size if nbytes is None else C._count(nbytes, "nbytes")
+            n = self._n(nbytes, src.size)
             if self._dead("copy_from") or src._dead("copy_from"):
                 return C.Done(None)
             return C.copy(src.ctx, src.adr, src.size, self.ctx, self.adr, self.size, n, "copy_from")
         data = C.host_bytes(src, writable=False, name="src")
-        n = len(data) if nbytes is None else C._count(nbytes, "nbytes")
+        n = self._n(nbytes, len(data))
         if self._dead("copy_from"):
             return C.Done(None)
         return self.ctx._drive(self._write_from(data, n), self.ctx)
