@@ -180,6 +180,12 @@ def test_negative_counts_set_status_and_move_nothing() -> None:
         assert not host.alloc(-1) and "size -1 is negative" in host.get_message()
 
 
+def test_host_out_of_memory_is_a_status() -> None:
+    host = umem.Host()
+    assert not host.alloc(1 << 62) and host.get_status() is StatusType.MemoryError
+    assert "cannot allocate" in host.get_message()
+
+
 def test_address_arithmetic() -> None:
     host = umem.Host()
     with host.aligned_alloc(64, 64) as a:
@@ -439,3 +445,12 @@ def test_a_new_context_in_a_few_lines() -> None:
     b.free()
     a.free()
     assert s.get_status() is StatusType.MemoryError and "changed" not in s.get_message()
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_file_os_errors_are_io_errors() -> None:
+    full = umem.File("/dev/full", "r+b")
+    assert full.is_ok()
+    assert not full.alloc(8)
+    assert full.get_status() is StatusType.IOError and "cannot grow" in full.get_message()
+    full.close()

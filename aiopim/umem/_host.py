@@ -34,7 +34,12 @@ class Host(Context):
         self._table = _HOST_TABLE
 
     def _alloc(self, nbytes: int) -> int:
-        arr = np.zeros(nbytes + HOST_ALIGNMENT - 1, np.uint8)
+        try:
+            arr = np.zeros(nbytes + HOST_ALIGNMENT - 1, np.uint8)
+        except (MemoryError, ValueError) as exc:
+            raise UmemError(
+                StatusType.MemoryError, f"cannot allocate {nbytes} bytes: {exc}"
+            ) from None
         base = arr.ctypes.data
         adr = (base + HOST_ALIGNMENT - 1) & -HOST_ALIGNMENT
         _HOST_ARRAYS[adr] = arr[adr - base : adr - base + nbytes]
@@ -152,7 +157,12 @@ class File(Context):
                     f"{nbytes} bytes at offset {adr} would pass its end (allocate within the "
                     "file, or open it with r+)",
                 )
-            os.ftruncate(fd, adr + nbytes)
+            try:
+                os.ftruncate(fd, adr + nbytes)
+            except OSError as exc:
+                raise UmemError(
+                    StatusType.IOError, f"{self.path!r}: cannot grow to {adr + nbytes} bytes: {exc}"
+                ) from None
         return adr
 
     def _read(self, adr: int, nbytes: int) -> Any:
@@ -163,7 +173,10 @@ class File(Context):
                 f"{self.path!r} is opened write-only ({self.mode!r}); open it with w+, r+ or a+ "
                 "to read it back",
             )
-        data = os.pread(fd, nbytes, adr)
+        try:
+            data = os.pread(fd, nbytes, adr)
+        except OSError as exc:
+            raise UmemError(StatusType.IOError, f"{self.path!r}: {exc}") from None
         if len(data) != nbytes:
             raise UmemError(
                 StatusType.IOError,
@@ -180,9 +193,12 @@ class File(Context):
                 f"{self.path!r} is opened read-only ({self.mode!r}); open it with r+ to write",
             )
         view = data.data
-        while view.nbytes:
-            done = os.pwrite(fd, view, adr)
-            view, adr = view[done:], adr + done
+        try:
+            while view.nbytes:
+                done = os.pwrite(fd, view, adr)
+                view, adr = view[done:], adr + done
+        except OSError as exc:
+            raise UmemError(StatusType.IOError, f"{self.path!r}: {exc}") from None
 
     def close(self) -> None:
         """Forget every allocation and close the file."""
