@@ -36,7 +36,7 @@ async def scale_main(t: aiopim.Tasklet) -> None:
     await t.mram_write(buf, adr, 8 * count)
 
 
-# --- the seed's example, device independent ---------------------------------------------------
+# --- umem's example, device independent -------------------------------------------------------
 DeviceStep = Callable[[umem.Address], Awaitable[None]]
 
 
