@@ -37,6 +37,7 @@ EXPECTED_FRAGMENTS = {
     "docs/kelonia.md": 4,
     "docs/testing.md": 6,
     "docs/timelines.md": 1,
+    "docs/umem.md": 2,
 }
 
 
