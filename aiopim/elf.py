@@ -51,7 +51,6 @@ from elftools.elf.sections import SymbolTableSection
 
 from . import timing
 from ._core._errors import DpuError, DpuErrorCode
-from ._files import InputFileError, read_input_file
 from ._core._program import (
     ATOMIC_BASE,
     DPU_MRAM_HEAP_POINTER_NAME,
@@ -63,6 +62,7 @@ from ._core._program import (
     mram_heap_pointer_symbol,
     space_offset,
 )
+from ._files import InputFileError, read_input_file
 from .dpu._program import BarrierDecl, MutexDecl, Var
 from .dpu._tasklet import start_tasklets
 

@@ -242,7 +242,11 @@ def _deadlock(ctx: ReplayContext, exc: DeadlockError) -> ScenarioError:
     """The deadlock as a scenario error located at the step of the first blocked task."""
     sc = ctx.scenario
     waiting = list(ctx.current.items())
-    where = "; ".join(f"task {name!r} is in {step.key} ({step.op})" for name, step in waiting)
+    where = "; ".join(
+        f"task {name!r} is in {step.key} ({step.op}"
+        + (f" for event {step.params['event']!r})" if step.op == "wait" else ")")
+        for name, step in waiting
+    )
     blocked = "\n  ".join(exc.blocked) or "(no emulated actor is waiting)"
     message = (
         f"the replay deadlocked at {exc.now_ps} ps: every host task is blocked and nothing "
