@@ -124,7 +124,7 @@ def _check_type(kind: str, v: Any) -> Any:
             if m and len(m.group(1)) <= 20 and 0 < int(m.group(1)) <= L.MAX_IOTA_MOD:
                 return f"iota%{int(m.group(1))}"
         raise ValueError(
-            f'expected an integer (every 32-bit word), "iota" or "iota%N" (0 < N < 2**32), '
+            f'expected an integer (every 32-bit word), "iota" or "iota%N" (N > 0), N < 2**32, '
             f"got {show(v)}"
         )
     if kind == "table":
