@@ -114,6 +114,8 @@ def _describe(exc: BaseException) -> tuple[str, int] | None:
 
 def _report(prog: str, exc: BaseException, debug: bool, user_dirs: tuple[str, ...]) -> int:
     """Print ``exc`` for a user and return the exit status."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]  # a task group's wrapping of one error
     known = _describe(exc)
     if known is not None:
         if debug:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import timing
+from ._locate import Path
 
 if TYPE_CHECKING:
-    from ._locate import Path
     from ._spec import ProgramSpec, Scenario, Step
 
 #: largest scenario file read
@@ -30,7 +30,7 @@ MAX_REPEAT = 1_000_000
 #: steps a replay executes, each iteration of a repeat counted as one more step
 MAX_STEPS = 1_000_000
 #: estimated emulated operations of a whole replay (see :func:`estimate_work`)
-MAX_WORK = 20_000_000
+MAX_WORK = 5_000_000
 #: bytes per DPU of one transfer, and end of its range (``offset + bytes``): the MRAM size
 MAX_XFER_BYTES = 64 << 20
 #: host memory one step allocates (``bytes`` times the DPUs it addresses)
@@ -119,20 +119,22 @@ def nesting_problem(text: str) -> tuple[int, str] | None:
     return None
 
 
-def document_depth(doc: Any) -> int:
-    """Depth of nested tables and arrays of a parsed document (dotted keys count too)."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(doc, 0)]
+def too_deep(doc: Any) -> Path | None:
+    """The key path of a value nested deeper than :data:`MAX_NESTING` in a parsed document
+    (tables, arrays of tables and dotted keys count too), or None."""
+    stack: list[Path] = [()]
     while stack:
-        value, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if depth > MAX_NESTING:
-            break
+        path = stack.pop()
+        if len(path) > MAX_NESTING:
+            return path
+        value = doc
+        for p in path:
+            value = value[p]
         if isinstance(value, dict):
-            stack.extend((v, depth + 1) for v in value.values())
+            stack.extend((*path, k) for k in value)
         elif isinstance(value, list):
-            stack.extend((v, depth + 1) for v in value)
-    return deepest
+            stack.extend((*path, i) for i in range(len(value)))
+    return None
 
 
 # ================================================================================================
@@ -214,7 +216,8 @@ def _step_work(step: Step, b: _Bounds) -> int:
     if op == "launch":
         return 1 + dpus * (1 + b.launch)
     if op == "fifo_push":
-        return 1 + dpus * (1 + b.element) + b.ranks(step) * b.retries * 2
+        # a retry re-reads the pointers of every DPU of a rank: about ten operations' time
+        return 1 + dpus * (1 + b.element) + b.ranks(step) * b.retries * 10
     if op == "fifo_drain":  # collecting into a stream keeps every element: 4 per element
         return 1 + dpus * (1 + (4 * MAX_FIFO_ELEMENTS if p.get("into") is not None else 0))
     return 1 + dpus

@@ -222,8 +222,11 @@ def replay(
 
     try:
         outside_event_loop(lambda: emu.run(main, backend=backend))
-    except DeadlockError as exc:
-        raise _deadlock(ctx, exc) from exc
+    except BaseException as exc:
+        dead = _only_deadlock(exc)
+        if dead is None:
+            raise
+        raise _deadlock(ctx, dead) from exc
     if broken:
         raise broken[0]
     result = Replay(scenario, emu, ctx.buffers, ctx.streams)
@@ -236,6 +239,20 @@ def replay(
     if check:
         check_expectations(result)
     return result
+
+
+def _only_deadlock(exc: BaseException) -> DeadlockError | None:
+    """The DeadlockError ``exc`` is, or that every leaf of the exception group ``exc`` is."""
+    if isinstance(exc, DeadlockError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        match, rest = exc.split(DeadlockError)
+        if match is not None and rest is None:
+            leaf: BaseException = match
+            while isinstance(leaf, BaseExceptionGroup):
+                leaf = leaf.exceptions[0]
+            return leaf if isinstance(leaf, DeadlockError) else None
+    return None
 
 
 def _deadlock(ctx: ReplayContext, exc: DeadlockError) -> ScenarioError:

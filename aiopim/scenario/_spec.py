@@ -345,17 +345,20 @@ class _Loader:
             self.doc = tomllib.loads(text)
         except ValueError as exc:  # TOMLDecodeError, or an integer of more than 4300 digits
             m = re.search(r"line (\d+)", str(exc))
-            raise ScenarioError(
-                f"not valid TOML: {exc}", source=source, line=int(m.group(1)) if m else None
-            ) from None
-        if L.document_depth(self.doc) > L.MAX_NESTING:
-            raise ScenarioError(
-                f"tables and arrays nest deeper than {L.MAX_NESTING} levels", source=source
-            )
+            line = int(m.group(1)) if m else None
+            if line is None and "end of document" in str(exc):
+                line = text.count("\n") + 1
+            raise ScenarioError(f"not valid TOML: {exc}", source=source, line=line) from None
         try:
             self.lines = locate(text)
         except (IndexError, ValueError, RecursionError):  # positions are a help, not a must
             self.lines = {}
+        deep = L.too_deep(self.doc)
+        if deep is not None:
+            raise self.error(
+                deep[: L.MAX_NESTING + 1],
+                f"tables and arrays nest deeper than {L.MAX_NESTING} levels",
+            )
         #: key path of every step and data check (by id), for the cross-reference errors
         self.paths: dict[int, Path] = {}
         self.chip = timing.V1B
