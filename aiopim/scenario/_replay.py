@@ -333,7 +333,8 @@ def check_expectations(result: Replay) -> None:
             problem = (
                 "no step filled it during the replay"
                 if buf is None
-                else f"its {buf.nbytes} bytes are not a whole number of {d.dtype} values"
+                else f"its {_row_bytes(buf)} bytes per DPU are not a whole number of {d.dtype} "
+                "values"
             )
             raise ScenarioError(
                 f"buffer {d.buffer!r}: {problem}", source=sc.source, line=d.line, key=d.key
@@ -362,12 +363,16 @@ def check_expectations(result: Replay) -> None:
             )
 
 
+def _row_bytes(buf: np.ndarray) -> int:
+    """Bytes of one row of ``buf`` (one DPU's part of a transfer buffer)."""
+    return int(buf.shape[-1]) * buf.itemsize if buf.ndim else buf.itemsize
+
+
 def _as_dtype(buf: np.ndarray, dtype: str) -> np.ndarray | None:
-    """The bytes of ``buf`` as a flat array of ``dtype`` (None if the size does not divide)."""
-    raw = np.ascontiguousarray(buf).reshape(-1).view(np.uint8)
-    if raw.size % np.dtype(dtype).itemsize:
+    """The rows of ``buf`` as one flat array of ``dtype`` (None if a row does not divide)."""
+    if _row_bytes(buf) % np.dtype(dtype).itemsize:
         return None
-    return raw.view(np.dtype(dtype))
+    return np.ascontiguousarray(buf).reshape(-1).view(np.uint8).view(np.dtype(dtype))
 
 
 def _check_stream(stream: dict[tuple[int, int], list[np.ndarray]], d: DataCheck) -> str:

@@ -355,9 +355,13 @@ class _Loader:
             self.lines = {}
         deep = L.too_deep(self.doc)
         if deep is not None:
-            raise self.error(
-                deep[: L.MAX_NESTING + 1],
+            raise ScenarioError(
                 f"tables and arrays nest deeper than {L.MAX_NESTING} levels",
+                source=source,
+                line=min(
+                    (n for p, n in self.lines.items() if p[: len(deep)] == deep), default=None
+                ),
+                key=_keyname(deep[: L.MAX_NESTING + 1]) + "...",
             )
         #: key path of every step and data check (by id), for the cross-reference errors
         self.paths: dict[int, Path] = {}
