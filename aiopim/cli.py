@@ -157,11 +157,11 @@ def _import(module: str, what: str) -> ModuleType:
 
 
 def _module_dir(mod: ModuleType) -> str | None:
-    path = getattr(mod, "__file__", None)
+    path: str | None = getattr(mod, "__file__", None)
     if not path:
         return None
     top = sys.modules.get(mod.__name__.partition(".")[0], mod)
-    top_file = getattr(top, "__file__", None) or path
+    top_file: str = getattr(top, "__file__", None) or path
     return os.path.dirname(os.path.abspath(top_file))
 
 

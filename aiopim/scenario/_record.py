@@ -377,7 +377,7 @@ class OpRecorder:
             out["error"] = out.pop("error")  # last, for reading
         return out
 
-    def _program(self, name: str, prog: DpuProgram) -> list[str]:
+    def _program(self, name: str, prog: DpuProgram) -> dict[str, Any]:
         fifos = _fifo_decls(prog)
         skip = {"CLOCKS_PER_SEC", DPU_MRAM_HEAP_POINTER_NAME}
         for fifo_name in fifos:

@@ -353,15 +353,15 @@ class _Loader:
             self.lines = locate(text)
         except (IndexError, ValueError, RecursionError):  # positions are a help, not a must
             self.lines = {}
-        deep = L.too_deep(self.doc)
-        if deep is not None:
+        nested = L.too_deep(self.doc)
+        if nested is not None:
             raise ScenarioError(
                 f"tables and arrays nest deeper than {L.MAX_NESTING} levels",
                 source=source,
                 line=min(
-                    (n for p, n in self.lines.items() if p[: len(deep)] == deep), default=None
+                    (n for p, n in self.lines.items() if p[: len(nested)] == nested), default=None
                 ),
-                key=_keyname(deep[: L.MAX_NESTING + 1]) + "...",
+                key=_keyname(nested[: L.MAX_NESTING + 1]) + "...",
             )
         #: key path of every step and data check (by id), for the cross-reference errors
         self.paths: dict[int, Path] = {}
