@@ -16,7 +16,7 @@ import aiopim
 from aiopim import elf
 from aiopim.cli import EXIT_BUG, EXIT_FAILED, EXIT_INPUT
 from aiopim.cli import main as cli_main
-from aiopim.scenario import _record
+from aiopim.scenario import KERNELS, _record
 from aiopim.sdk import dpu_alloc_ranks, dpu_free, dpu_load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,6 +81,7 @@ def user_modules(tmp_path: Path) -> Iterator[Path]:
         sys.path.remove(str(tmp_path))
         for name in ("hio_prog", "hio_kernel"):
             sys.modules.pop(name, None)
+        KERNELS.pop("broken_kernel", None)  # registered by hio_kernel
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

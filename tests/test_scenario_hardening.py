@@ -336,7 +336,7 @@ def test_scenario_files_larger_than_the_limit_are_not_read(tmp_path: Path) -> No
     with open(path, "wb") as f:  # sparse: the size is checked before reading
         f.truncate(L.MAX_FILE_BYTES + 1)
     assert stat.S_ISREG(path.stat().st_mode)
-    with pytest.raises(ScenarioError, match="larger than 8 MiB, the limit for a scenario file"):
+    with pytest.raises(ScenarioError, match="larger than 4 MiB, the limit for a scenario file"):
         load_scenario(path)
 
 

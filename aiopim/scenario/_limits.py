@@ -8,6 +8,7 @@ upper bound of the emulated operations a replay performs (repeats unrolled).
 
 from __future__ import annotations
 
+import re
 import reprlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from ._spec import ProgramSpec, Scenario, Step
 
 #: largest scenario file read
-MAX_FILE_BYTES = 8 << 20
+MAX_FILE_BYTES = 4 << 20
 #: deepest nesting of arrays and inline tables (a repeat inside a repeat adds two)
 MAX_NESTING = 32
 #: ranks of the emulated machine (a full UPMEM server: 40 ranks of 64 DPUs)
@@ -61,61 +62,42 @@ def show(value: Any) -> str:
     return _short.repr(value)
 
 
+#: what the nesting scan looks at: strings and comments (skipped whole), brackets, braces
+_TOKENS = re.compile(
+    r'"""(?:[^"\\]|\\.|"(?!""))*"{3,5}'  # multi-line basic string (up to two quotes inside the end)
+    r"|'''.*?'{3,5}"  # multi-line literal string
+    r'|"(?:[^"\\\n]|\\.)*"'  # basic string
+    r"|'[^'\n]*'"  # literal string
+    r"|#[^\n]*"  # comment
+    r"|[\[\]{}]",
+    re.S,
+)
+
+
 def nesting_problem(text: str) -> tuple[int, str] | None:
     """``(line, message)`` where arrays or inline tables nest deeper than :data:`MAX_NESTING`.
 
     Runs before the TOML parser (whose recursion a deep document would exhaust); strings and
-    comments are skipped. Malformed TOML is left to the parser.
+    comments are skipped, table headers (``[a]``, ``[[a]]`` at the start of a line) are not
+    nesting. Malformed TOML is left to the parser.
     """
     depth = 0
-    line = 1
-    i, n = 0, len(text)
-    at_line_start = True
-    while i < n:
-        c = text[i]
-        if c == "\n":
-            line += 1
-            at_line_start = True
-            i += 1
-            continue
-        if c in " \t\r":
-            i += 1
-            continue
-        if c == "#":
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-            continue
-        if c in "\"'":
-            quote = text[i : i + 3] if text.startswith(c * 3, i) else c
-            j = i + len(quote)
-            while j < n and not text.startswith(quote, j):
-                if text[j] == "\\" and c == '"':
-                    j += 1  # the escaped character is skipped below
-                if j < n and text[j] == "\n":
-                    if len(quote) == 1:
-                        break  # an unterminated string: the parser reports it
-                    line += 1
-                j += 1
-            if j < n and text[j] == "\n":
-                i = j
+    pos = 0
+    while (m := _TOKENS.search(text, pos)) is not None:
+        c, pos = m.group(), m.end()
+        if c == "[" and depth == 0:
+            start = text.rfind("\n", 0, m.start()) + 1
+            if not text[start : m.start()].strip():  # a table header: skip its line
+                end = text.find("\n", pos)
+                pos = len(text) if end < 0 else end
                 continue
-            while len(quote) == 3 and text.startswith(c, j + 3):  # """a"""" ends with a quote
-                j += 1
-            i = j + len(quote)
-            at_line_start = False
-            continue
-        if c == "[" and at_line_start and depth == 0:
-            j = text.find("\n", i)  # a table header: [a] or [[a]]
-            i = n if j < 0 else j
-            continue
-        at_line_start = False
         if c in "[{":
             depth += 1
             if depth > MAX_NESTING:
+                line = text.count("\n", 0, m.start()) + 1
                 return line, f"arrays and inline tables nest deeper than {MAX_NESTING} levels"
         elif c in "]}":
             depth = max(0, depth - 1)
-        i += 1
     return None
 
 

@@ -731,7 +731,7 @@ def kernel_cost(spec: ProgramSpec) -> KernelCost:
 
 def load_scenario(path: str | os.PathLike[str]) -> Scenario:
     """Read and validate a scenario file (:class:`ScenarioError` for any problem with it,
-    including a path that is not a readable regular file of at most 8 MiB)."""
+    including a path that is not a readable regular file of at most 4 MiB)."""
     source = os.fspath(path)
     try:
         data = read_input_file(path, limit=L.MAX_FILE_BYTES, what="scenario file")
