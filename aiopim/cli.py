@@ -84,8 +84,10 @@ def _user_frame(exc: BaseException, user_dirs: tuple[str, ...]) -> traceback.Fra
     found = None
     for frame in traceback.extract_tb(exc.__traceback__):
         path = os.path.abspath(frame.filename)
+        if _inside(path, (_PACKAGE_DIR,)):
+            continue
         if _inside(path, user_dirs) or not (
-            _inside(path, (_PACKAGE_DIR,)) or _inside(path, _LIBRARY_DIRS) or path.startswith("<")
+            _inside(path, _LIBRARY_DIRS) or frame.filename.startswith("<")
         ):
             found = frame
     return found

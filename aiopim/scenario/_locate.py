@@ -157,11 +157,14 @@ class _Scanner:
                 self.advance()
                 return
             self.lines.setdefault((*path, n), self.line)
+            before = self.i
             self.value((*path, n))
             n += 1
             self.skip_ws(True)
             if self.peek() == ",":
                 self.advance()
+            elif self.i == before or not self.peek():  # not TOML this scanner understands
+                raise ValueError(f"cannot follow the array at line {self.line}")
 
     def inline_table(self, path: Path) -> None:
         self.advance()  # '{'
@@ -170,6 +173,8 @@ class _Scanner:
             if self.peek() == "}":
                 self.advance()
                 return
+            if not self.peek():
+                raise ValueError("unterminated inline table")
             self.keyval(path)
             self.skip_ws(True)
             if self.peek() == ",":
