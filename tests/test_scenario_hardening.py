@@ -466,3 +466,29 @@ def test_recorded_non_ascii_names_replay(tmp_path: Path) -> None:
     assert [s.params.get("symbol") for s in sc.tasks[0].steps if s.op == "copy_to"] == ["bøx"]
     for b in ("asyncio", "trio"):
         assert replay(sc, backend=b).chrome_trace() == rec.chrome_trace()
+
+
+def test_registered_kernels_declare_their_cost() -> None:
+    from aiopim.scenario import KERNELS, KernelCost, KernelKind, register_kernel
+    from aiopim.scenario._kernels import base_program
+
+    def build(spec: Any) -> aiopim.Program:
+        prog = base_program(spec)
+
+        @prog.main
+        async def main(t: aiopim.Tasklet) -> None:
+            t.compute(10)
+
+        return prog
+
+    text = scenario('{ op = "launch" }', ranks=40, dpus=64).replace('"cycles"', '"heavy"')
+    text = text.replace("cycles = 1100\n", "")
+    register_kernel(KernelKind("heavy", {}, build, cost=lambda spec: KernelCost(10_000)))
+    try:
+        err = error_of(text)
+        assert err.key == "tasks[0].steps[2]" and "emulated operations" in err.message
+        cheap = KernelKind("heavy", {}, build, cost=lambda spec: KernelCost(1))
+        register_kernel(cheap, replace=True)
+        assert parse_scenario(text).programs["spin"].kernel == "heavy"
+    finally:
+        KERNELS.pop("heavy", None)
