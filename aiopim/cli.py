@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
+import os
 import sys
+import sysconfig
 import time
+import traceback
+from collections.abc import Callable, Iterable
+from types import ModuleType
 from typing import TextIO
 
-from . import __version__
+from . import DeadlockError, DpuError, __version__
 from .elf import main_symbols
 
 
@@ -40,8 +46,148 @@ class ProgressBar:
             self.stream.flush()
 
 
-def _replay(argv: list[str]) -> int:
-    from .scenario import ScenarioError, load_scenario, replay
+# ================================================================================================
+# errors: one clear line on stderr and an exit status; tracebacks only with --debug or for bugs
+# ================================================================================================
+#: exit statuses
+EXIT_FAILED = 1  # the scenario, the program or the run failed (invalid, deadlock, DPU error)
+EXIT_INPUT = 2  # a file or module cannot be used (missing, not a regular file, import error)
+EXIT_BUG = 3  # an error inside aiopim itself
+EXIT_INTERRUPTED = 130
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_LIBRARY_DIRS = tuple(
+    os.path.abspath(d)
+    for key in ("stdlib", "platstdlib", "purelib", "platlib")
+    if (d := sysconfig.get_paths().get(key))
+)
+
+
+class CommandError(Exception):
+    """A user-facing failure of a command: ``str()`` is the whole message."""
+
+    def __init__(self, message: str, status: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _inside(path: str, dirs: Iterable[str]) -> bool:
+    return any(path == d or path.startswith(d + os.sep) for d in dirs)
+
+
+def _user_frame(exc: BaseException, user_dirs: tuple[str, ...]) -> traceback.FrameSummary | None:
+    """The innermost frame of ``exc``'s traceback in the user's code, if any.
+
+    User code is a module given on the command line (its package directory) or any file that is
+    neither part of aiopim nor of the installed libraries.
+    """
+    found = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        path = os.path.abspath(frame.filename)
+        if _inside(path, (_PACKAGE_DIR,)):
+            continue
+        if _inside(path, user_dirs) or not (
+            _inside(path, _LIBRARY_DIRS) or frame.filename.startswith("<")
+        ):
+            found = frame
+    return found
+
+
+def _describe(exc: BaseException) -> tuple[str, int] | None:
+    """Message and exit status of the errors aiopim reports without a traceback."""
+    from ._files import InputFileError
+    from .scenario import ScenarioError
+    from .scenario._record import RecordingError
+
+    if isinstance(exc, CommandError):
+        return str(exc), exc.status
+    if isinstance(exc, ScenarioError):
+        unreadable = isinstance(exc.__cause__, InputFileError)
+        return str(exc), EXIT_INPUT if unreadable else EXIT_FAILED
+    if isinstance(exc, RecordingError | DeadlockError):
+        return str(exc), EXIT_FAILED
+    if isinstance(exc, DpuError):
+        return f"the run failed with {exc}", EXIT_FAILED
+    if isinstance(exc, OSError):  # input files, and output files that cannot be written
+        where = f"{exc.filename}: " if exc.filename and str(exc.filename) not in str(exc) else ""
+        return f"{where}{exc.strerror or exc}", EXIT_INPUT
+    return None
+
+
+def _report(prog: str, exc: BaseException, debug: bool, user_dirs: tuple[str, ...]) -> int:
+    """Print ``exc`` for a user and return the exit status."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]  # a task group's wrapping of one error
+    known = _describe(exc)
+    if known is not None:
+        if debug:
+            traceback.print_exception(exc, file=sys.stderr)
+        print(f"{prog}: {known[0]}", file=sys.stderr)
+        return known[1]
+    frame = _user_frame(exc, user_dirs)
+    if frame is not None:  # the user's program or module raised
+        if debug:
+            traceback.print_exception(exc, file=sys.stderr)
+        hint = "" if debug else " (run with --debug for the traceback)"
+        print(
+            f"{prog}: the program raised {type(exc).__name__}: {exc}\n"
+            f"  at {frame.filename}:{frame.lineno}, in {frame.name}{hint}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    traceback.print_exception(exc, file=sys.stderr)
+    print(
+        f"{prog}: internal error ({type(exc).__name__}). This is a bug in aiopim {__version__}: "
+        "please report it with the command you ran and the traceback above.",
+        file=sys.stderr,
+    )
+    return EXIT_BUG
+
+
+def _import(module: str, what: str) -> ModuleType:
+    """Import a module named on the command line (the current directory comes first)."""
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name and module.startswith(exc.name) and (module + ".").startswith(exc.name + "."):
+            raise CommandError(
+                f"cannot import {what} {module!r}: no module named {exc.name!r}", EXIT_INPUT
+            ) from exc
+        raise
+
+
+def _module_dir(mod: ModuleType) -> str | None:
+    path: str | None = getattr(mod, "__file__", None)
+    if not path:
+        return None
+    top = sys.modules.get(mod.__name__.partition(".")[0], mod)
+    top_file: str = getattr(top, "__file__", None) or path
+    return os.path.dirname(os.path.abspath(top_file))
+
+
+def _run_guarded(prog: str, fn: Callable[[list[str], list[str]], int], argv: list[str]) -> int:
+    """Run a subcommand; turn exceptions into one message and an exit status."""
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
+    user_dirs: list[str] = []
+    try:
+        return fn(argv, user_dirs)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except SystemExit:
+        raise
+    except BaseException as exc:  # every error becomes a message (BaseExceptionGroup too)
+        return _report(prog, exc, debug, tuple(user_dirs))
+
+
+# ================================================================================================
+# commands
+# ================================================================================================
+def _replay(argv: list[str], user_dirs: list[str]) -> int:
+    from .scenario import load_scenario, replay
     from .trace import save_gantt, write_chrome_trace
 
     ap = argparse.ArgumentParser(
@@ -65,29 +211,25 @@ def _replay(argv: list[str]) -> int:
         metavar="MODULE",
         help="import MODULE first (it registers kernels or actions); repeatable",
     )
+    ap.add_argument("--debug", action="store_true", help="print tracebacks of errors")
     bar_group = ap.add_mutually_exclusive_group()
     bar_group.add_argument("--progress", action="store_true", default=None)
     bar_group.add_argument("--no-progress", dest="progress", action="store_false")
     opts = ap.parse_args(argv)
     for module in opts.modules:
-        importlib.import_module(module)
+        mod = _import(module, "module")
+        if (d := _module_dir(mod)) is not None:
+            user_dirs.append(d)
+    sc = load_scenario(opts.scenario)
     show = sys.stderr.isatty() if opts.progress is None else opts.progress
     bar = ProgressBar(sys.stderr) if show else None
     try:
-        sc = load_scenario(opts.scenario)
-        try:
-            result = replay(
-                sc, backend=opts.backend, seed=opts.seed, progress=bar, check=not opts.no_check
-            )
-        finally:
-            if bar is not None:
-                bar.close()
-    except ScenarioError as exc:
-        print(f"aiopim replay: {exc}", file=sys.stderr)
-        return 1
-    except FileNotFoundError as exc:
-        print(f"aiopim replay: {exc}", file=sys.stderr)
-        return 2
+        result = replay(
+            sc, backend=opts.backend, seed=opts.seed, progress=bar, check=not opts.no_check
+        )
+    finally:
+        if bar is not None:
+            bar.close()
     tl = result.timeline
     if opts.trace:
         write_chrome_trace(
@@ -101,10 +243,11 @@ def _replay(argv: list[str]) -> int:
     return 0
 
 
-def _record(argv: list[str]) -> int:
-    from ._machine._config import MachineConfig
+def _record(argv: list[str], user_dirs: list[str]) -> int:
+    from . import MachineConfig
     from .scenario import record
-    from .scenario._record import RecordingError
+    from .scenario._limits import MAX_RANKS
+    from .sdk import MAX_NR_DPUS_PER_RANK
 
     ap = argparse.ArgumentParser(
         prog="aiopim record",
@@ -115,24 +258,35 @@ def _record(argv: list[str]) -> int:
     ap.add_argument("output", metavar="OUT.toml")
     ap.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--ranks", type=int, default=40)
-    ap.add_argument("--dpus-per-rank", type=int, default=64)
+    ap.add_argument("--ranks", type=int, default=MAX_RANKS, help=f"1..{MAX_RANKS}")
+    ap.add_argument("--dpus-per-rank", type=int, default=MAX_NR_DPUS_PER_RANK, help="1..64")
     ap.add_argument("--chip", default="v1B")
     ap.add_argument("--name", default=None, help="scenario name (default: MODULE:FUNCTION)")
     ap.add_argument("--trace", metavar="OUT.json", help="also write the run's Chrome trace")
+    ap.add_argument("--debug", action="store_true", help="print tracebacks of errors")
     opts = ap.parse_args(argv)
     module, _, func = opts.program.partition(":")
     if not module or not func:
-        print("aiopim record: give the program as MODULE:FUNCTION", file=sys.stderr)
-        return 2
-    main = getattr(importlib.import_module(module), func)
-    machine = MachineConfig(opts.ranks, opts.dpus_per_rank, opts.chip)
-    name = opts.name or opts.program
+        raise CommandError("give the program as MODULE:FUNCTION", EXIT_INPUT)
+    if not 1 <= opts.ranks <= MAX_RANKS:
+        raise CommandError(f"--ranks must be between 1 and {MAX_RANKS}", EXIT_INPUT)
     try:
-        rec = record(main, machine=machine, backend=opts.backend, seed=opts.seed, name=name)
-    except RecordingError as exc:
-        print(f"aiopim record: {exc}", file=sys.stderr)
-        return 1
+        machine = MachineConfig(opts.ranks, opts.dpus_per_rank, opts.chip)
+    except ValueError as exc:
+        raise CommandError(str(exc), EXIT_INPUT) from None
+    mod = _import(module, "the program's module")
+    if (d := _module_dir(mod)) is not None:
+        user_dirs.append(d)
+    main = getattr(mod, func, None)
+    if main is None:
+        raise CommandError(f"module {module!r} has no function {func!r}", EXIT_INPUT)
+    if not inspect.iscoroutinefunction(main):
+        raise CommandError(
+            f"{opts.program} is not an async function (write it as `async def {func}():`)",
+            EXIT_INPUT,
+        )
+    name = opts.name or opts.program
+    rec = record(main, machine=machine, backend=opts.backend, seed=opts.seed, name=name)
     rec.write(opts.output)
     if opts.trace:
         with open(opts.trace, "w", encoding="utf-8", newline="\n") as f:
@@ -141,7 +295,7 @@ def _record(argv: list[str]) -> int:
     return 0
 
 
-def _didl(argv: list[str]) -> int:
+def _didl(argv: list[str], user_dirs: list[str]) -> int:
     from .kelonia import DidlError, DpuFoundryError, generate_file, generate_package
 
     ap = argparse.ArgumentParser(
@@ -171,12 +325,16 @@ def _didl(argv: list[str]) -> int:
     return 0
 
 
+def _symbols(argv: list[str], user_dirs: list[str]) -> int:
+    return main_symbols(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``aiopim`` command."""
     args = sys.argv[1:] if argv is None else list(argv)
-    commands = {"symbols": main_symbols, "replay": _replay, "record": _record, "didl": _didl}
+    commands = {"symbols": _symbols, "replay": _replay, "record": _record, "didl": _didl}
     if args and args[0] in commands:
-        return commands[args[0]](args[1:])
+        return _run_guarded(f"aiopim {args[0]}", commands[args[0]], args[1:])
     parser = argparse.ArgumentParser(prog="aiopim", description="UPMEM PIM emulator")
     parser.add_argument("--version", action="version", version=f"aiopim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

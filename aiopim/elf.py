@@ -51,6 +51,7 @@ from elftools.elf.sections import SymbolTableSection
 
 from . import timing
 from ._errors import DpuError, DpuErrorCode
+from ._files import InputFileError, read_input_file
 from ._machine._dpulog import STDOUT_BUFFER, STDOUT_BUFFER_STATE, LogBuffer
 from ._machine._program import (
     ATOMIC_BASE,
@@ -474,15 +475,10 @@ def _read_source(source: object) -> tuple[bytes, str, str]:
         raise TypeError(f"an ELF program is loaded from a path or bytes, not {source!r}")
     path = Path(os.fspath(source))
     try:
-        with path.open("rb") as f:
-            data = f.read(MAX_ELF_SIZE + 1)
-    except IsADirectoryError as exc:
-        raise _invalid(f"{path}: is a directory") from exc
-    except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise DpuError(E.DPU_ERR_ELF_NO_SUCH_FILE, f"{path}: {reason}") from exc
-    if len(data) > MAX_ELF_SIZE:
-        raise _invalid(f"{path}: larger than {MAX_ELF_SIZE >> 20} MiB; not a DPU binary")
+        data = read_input_file(path, limit=MAX_ELF_SIZE, what="DPU binary")
+    except InputFileError as exc:  # could not open: NO_SUCH_FILE; opened but unusable: INVALID
+        code = E.DPU_ERR_ELF_NO_SUCH_FILE if exc.reason == "open" else E.DPU_ERR_ELF_INVALID_FILE
+        raise DpuError(code, str(exc)) from exc
     return data, str(path), path.stem
 
 

@@ -7,6 +7,7 @@ plug in with :func:`register_action` and :func:`register_kernel`.
 """
 
 from . import _actions, _fifo, _kernels  # noqa: F401  (register the built-ins)
+from ._limits import KernelCost
 from ._record import Recording, record
 from ._replay import Progress, Replay, ReplayContext, check_expectations, replay
 from ._spec import (
@@ -35,6 +36,7 @@ __all__ = [
     "ActionKind",
     "DataCheck",
     "Expectations",
+    "KernelCost",
     "KernelKind",
     "Param",
     "Progress",

@@ -13,6 +13,7 @@ import numpy as np
 from .. import _ops
 from .._ops import CallbackMode, XferMode
 from ..host import DpuSet
+from ._limits import MAX_REPEAT, MAX_XFER_BYTES
 from ._replay import ReplayContext
 from ._spec import ActionKind, Param, Step, register_action
 
@@ -25,8 +26,8 @@ TARGET = {
 XFER = {
     **TARGET,
     "symbol": Param("str", True, doc="host-visible symbol of the loaded program"),
-    "bytes": Param("count", True, doc="bytes per DPU"),
-    "offset": Param("count", default=0),
+    "bytes": Param("count", True, doc="bytes per DPU", maximum=MAX_XFER_BYTES),
+    "offset": Param("count", default=0, maximum=MAX_XFER_BYTES),
     "async": Param("bool", default=False, doc="DPU_XFER_ASYNC"),
     "parallel": Param("bool", default=False, doc="DPU_XFER_PARALLEL"),
     "no_reset": Param("bool", default=False, doc="DPU_XFER_NO_RESET"),
@@ -218,7 +219,7 @@ for _kind in (
             "set": Param("str", default="dpus", doc="name of the new DPU set"),
             "ranks": Param("int", doc="dpu_alloc_ranks(ranks)"),
             "dpus": Param("int", doc="dpu_alloc(dpus)"),
-            "profile": Param("any", default="", doc="SDK profile string"),
+            "profile": Param("text", default="", doc="SDK profile string"),
         },
         _alloc,
         "dpu_alloc / dpu_alloc_ranks",
@@ -265,8 +266,8 @@ for _kind in (
         {
             **TARGET,
             "symbol": Param("str", True),
-            "bytes": Param("count", True),
-            "offset": Param("count", default=0),
+            "bytes": Param("count", True, maximum=MAX_XFER_BYTES),
+            "offset": Param("count", default=0, maximum=MAX_XFER_BYTES),
             "into": Param("str"),
         },
         _dpu_copy_from,
@@ -299,7 +300,7 @@ for _kind in (
     ActionKind("wait", {"event": Param("str", True)}, _wait, "wait for a named event"),
     ActionKind(
         "repeat",
-        {"times": Param("count", True), "steps": Param("any", True)},
+        {"times": Param("count", True, maximum=MAX_REPEAT), "steps": Param("any", True)},
         _repeat,
         "run `steps` `times` times",
     ),

@@ -13,6 +13,7 @@ from ..dpu import FifoDecl, Program, Tasklet
 from ..host import DpuSet
 from ._actions import FIFO_XFER_FLAGS, TARGET, _target_check, chosen_dpus, flags_of
 from ._kernels import base_program
+from ._limits import MAX_RETRIES, MAX_RETRY_US, KernelCost
 from ._replay import ReplayContext
 from ._spec import (
     ActionKind,
@@ -25,6 +26,9 @@ from ._spec import (
 )
 
 _MASK64 = 0xFFFF_FFFF_FFFF_FFFF
+_U32 = (1 << 32) - 1
+_WRAM = timing.V1A.wram_size
+_MRAM = timing.V1B.mram_size
 
 
 # ================================================================================================
@@ -167,8 +171,12 @@ def _check_link(p: dict[str, Any]) -> None:
 
 
 RETRIES = {
-    "max_retries": Param("count", doc="dpu_fifo_set_push_max_retries (default 1000)"),
-    "time_for_retry_us": Param("count", doc="dpu_fifo_set_time_for_push_retries (default 10)"),
+    "max_retries": Param(
+        "count", doc="dpu_fifo_set_push_max_retries (default 1000)", maximum=MAX_RETRIES
+    ),
+    "time_for_retry_us": Param(
+        "count", doc="dpu_fifo_set_time_for_push_retries (default 10)", maximum=MAX_RETRY_US
+    ),
 }
 
 for _kind in (
@@ -346,6 +354,13 @@ def _keysum(spec: ProgramSpec) -> Program:
     return prog
 
 
+def _keysum_cost(spec: ProgramSpec) -> KernelCost:
+    p = spec.params
+    scans = 2 * -(-int(p["elements"]) // max(1, int(p["cache"])))  # two DMAs per cache block
+    per_element = scans + (8 * spec.tasklets if p["mode"] == "all" else 8)
+    return KernelCost(8 * spec.tasklets, per_element)
+
+
 def _build_keysum(spec: ProgramSpec) -> Program:
     for key in ("input_ptr_size", "output_ptr_size"):
         if not 1 <= spec.params[key] <= 10:
@@ -357,16 +372,21 @@ register_kernel(
     KernelKind(
         "stream",
         {
-            "cycles": Param("count", True, doc="cycles of work per element (x11 rounding)"),
+            "cycles": Param(
+                "count", True, doc="cycles of work per element (x11 rounding)", maximum=_U32
+            ),
             "ptr_size": Param("int", default=4, doc="input FIFO: log2 of its capacity"),
-            "data_size": Param("int", default=8, doc="input FIFO: bytes per element"),
+            "data_size": Param(
+                "int", default=8, doc="input FIFO: bytes per element", maximum=_WRAM
+            ),
             "output": Param("bool", default=True, doc="push a result per element"),
             "output_ptr_size": Param("int", default=4),
-            "output_data_size": Param("int", default=0, doc="0: same as data_size"),
+            "output_data_size": Param("int", default=0, doc="0: same as data_size", maximum=_WRAM),
             "add": Param("int", default=0, doc="added to word 0 of each result"),
         },
         _build_stream,
-        "tasklet 0 consumes an element of `input_fifo` every `cycles` cycles (and pushes it, "
+        cost=lambda spec: KernelCost(8, 8),
+        doc="tasklet 0 consumes an element of `input_fifo` every `cycles` cycles (and pushes it, "
         "plus `add`, to `output_fifo`, waiting while that is full) until the host clears the "
         "__host uint64 `active` and the input FIFO is empty",
     )
@@ -375,15 +395,18 @@ register_kernel(
     KernelKind(
         "keysum",
         {
-            "elements": Param("count", default=4096, doc="key/value pairs in MRAM"),
+            "elements": Param(
+                "count", default=4096, doc="key/value pairs in MRAM", maximum=_MRAM // 8
+            ),
             "mode": Param("str", default="all", doc='"all" or "each" tasklets per input'),
             "cache": Param("count", default=256, doc="keys per DMA block"),
-            "instructions_per_element": Param("count", default=6),
+            "instructions_per_element": Param("count", default=6, maximum=_U32),
             "input_ptr_size": Param("int", default=5),
             "output_ptr_size": Param("int", default=6),
         },
         _build_keysum,
-        "the SDK guide's key-sum: for each key popped from `input_fifo` (8 bytes), push "
+        cost=_keysum_cost,
+        doc="the SDK guide's key-sum: for each key popped from `input_fifo` (8 bytes), push "
         "(key, sum of `values` where `keys` == key) to `output_fifo` (2 x uint64); MRAM "
         "uint32 `keys`/`values`; stops when the host clears `active`",
     )

@@ -11,6 +11,7 @@ from .._machine._program import DPU_MRAM_HEAP_POINTER_NAME
 from .._machine._wramfifo import READ_PTR, WRITE_PTR
 from .._runtime._kernel import Delay
 from ..dpu import DpuFault, FifoDecl, Program, Tasklet
+from ._limits import MAX_XFER_BYTES, KernelCost
 from ._spec import KernelKind, Param, ProgramSpec, parse_duration, register_kernel
 
 
@@ -78,6 +79,19 @@ def _sum(spec: ProgramSpec) -> Program:
             t.compute(4 * tasklets)
 
     return prog
+
+
+def _sum_cost(spec: ProgramSpec) -> KernelCost:
+    blocks = -(-int(spec.params["input_bytes"]) // max(8, int(spec.params["block"])))
+    return KernelCost(8 * spec.tasklets + 2 * blocks)
+
+
+def _recorded_cost(spec: ProgramSpec) -> KernelCost:
+    most = 0  # pointer writes of one launch (the tables were checked by the build)
+    for launches in spec.params["pointers"].values():
+        for writes in launches if isinstance(launches, list) else ():
+            most = max(most, len(writes) if isinstance(writes, list) else 1)
+    return KernelCost(2 + most)
 
 
 def _recorded(spec: ProgramSpec) -> Program:
@@ -174,7 +188,8 @@ register_kernel(
         "cycles",
         {"cycles": Param("count", True, doc="initial value of the __host uint32 `cycles`")},
         _cycles,
-        "every tasklet computes so that the DPU runs for the __host variable `cycles` (rounded "
+        cost=lambda spec: KernelCost(4 * spec.tasklets),
+        doc="every tasklet computes so that the DPU runs for the __host variable `cycles` (rounded "
         "up to a multiple of max(11, tasklets)); the host may change it per rank or DPU",
     )
 )
@@ -182,12 +197,15 @@ register_kernel(
     KernelKind(
         "sum",
         {
-            "input_bytes": Param("count", True, doc="size of the MRAM symbol `input`"),
+            "input_bytes": Param(
+                "count", True, doc="size of the MRAM symbol `input`", maximum=MAX_XFER_BYTES
+            ),
             "block": Param("int", default=1024, doc="bytes per DMA"),
-            "instructions_per_word": Param("int", default=4),
+            "instructions_per_word": Param("count", default=4, maximum=(1 << 32) - 1),
         },
         _sum,
-        "sums the 32-bit words of MRAM `input` into the __host uint64 `result`, by DMA blocks",
+        cost=_sum_cost,
+        doc="sums the 32-bit words of MRAM `input` into the __host uint64 `result`, by DMA blocks",
     )
 )
 register_kernel(
@@ -195,11 +213,14 @@ register_kernel(
         "recorded",
         {
             "runs": Param("table", True, doc="DPU name (or `all`) -> run durations per launch"),
-            "image_bytes": Param("count", default=0, doc="bytes written by dpu_load"),
+            "image_bytes": Param(
+                "count", default=0, doc="bytes written by dpu_load", maximum=MAX_XFER_BYTES
+            ),
             "fifos": Param("table", default={}, doc="WRAM FIFOs: name -> geometry"),
             "pointers": Param("table", default={}, doc="DPU-side FIFO pointer writes"),
         },
         _recorded,
-        "replays recorded DPU run durations exactly (written by aiopim record)",
+        cost=_recorded_cost,
+        doc="replays recorded DPU run durations exactly (written by aiopim record)",
     )
 )

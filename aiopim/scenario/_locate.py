@@ -10,10 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 
 Path = tuple[str | int, ...]
 
-_BARE = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_BARE = re.compile(r"[A-Za-z0-9_-]*")
+_WS = re.compile(r"(?:[ \t\r]|#[^\n]*)*")
+_WS_NL = re.compile(r"(?:[ \t\r\n]|#[^\n]*)*")
+_SCALAR = re.compile(r"[^,\]}\n#]*")
+_BASIC = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+_LITERAL = re.compile(r"'([^'\n]*)'")
+_ML_BASIC = re.compile(r'"""((?:[^"\\]|\\.|"(?!""))*)("{3,5})', re.S)
+_ML_LITERAL = re.compile(r"'''(.*?)('{3,5})", re.S)
 
 
 class _Scanner:
@@ -30,49 +38,33 @@ class _Scanner:
         return self.s[self.i] if self.i < len(self.s) else ""
 
     def advance(self, n: int = 1) -> None:
-        for _ in range(n):
-            if self.i < len(self.s) and self.s[self.i] == "\n":
-                self.line += 1
-            self.i += 1
+        end = min(self.i + n, len(self.s))
+        self.line += self.s.count("\n", self.i, end)
+        self.i += n
+
+    def skip_to(self, end: int) -> None:
+        """Move to index ``end``, counting the lines passed."""
+        self.advance(end - self.i)
 
     def skip_ws(self, newlines: bool) -> None:
-        while True:
-            c = self.peek()
-            if c in (" ", "\t", "\r") or (newlines and c == "\n"):
-                self.advance()
-            elif c == "#":
-                while self.peek() not in ("\n", ""):
-                    self.advance()
-            else:
-                return
+        m = (_WS_NL if newlines else _WS).match(self.s, self.i)
+        if m is not None:
+            self.skip_to(m.end())
 
     def string(self) -> str:
         s = self.s
         if s.startswith('"""', self.i) or s.startswith("'''", self.i):
-            q = s[self.i : self.i + 3]
-            self.advance(3)
-            start = self.i
-            while not s.startswith(q, self.i):
-                if q == '"""' and s[self.i] == "\\":
-                    self.advance()
-                self.advance()
-            while s.startswith(q[0], self.i + 3):  # up to two quotes may end the content
-                self.advance()
-            out = s[start : self.i]
-            self.advance(3)
-            return out
+            m = (_ML_BASIC if s[self.i] == '"' else _ML_LITERAL).match(s, self.i)
+            if m is None:
+                raise ValueError(f"unterminated string at line {self.line}")
+            self.skip_to(m.end())
+            return m.group(1) + m.group(2)[3:]  # up to two quotes may end the content
         q = s[self.i]
-        self.advance()
-        chars: list[str] = []
-        while s[self.i] != q:
-            if q == '"' and s[self.i] == "\\":
-                chars.append(s[self.i : self.i + 2])
-                self.advance(2)
-                continue
-            chars.append(s[self.i])
-            self.advance()
-        self.advance()
-        text = "".join(chars)
+        m = (_BASIC if q == '"' else _LITERAL).match(s, self.i)
+        if m is None:
+            raise ValueError(f"unterminated string at line {self.line}")
+        text = m.group(1)
+        self.skip_to(m.end())
         if q == '"' and "\\" in text:
             with contextlib.suppress(ValueError):
                 text = json.loads(f'"{text}"')
@@ -87,10 +79,10 @@ class _Scanner:
             if c in ('"', "'"):
                 parts.append(self.string())
             else:
-                start = self.i
-                while self.peek() in _BARE and self.peek():
-                    self.advance()
-                parts.append(self.s[start : self.i])
+                m = _BARE.match(self.s, self.i)
+                end = self.i if m is None else m.end()
+                parts.append(self.s[self.i : end])
+                self.i = end
             self.skip_ws(False)
             if self.peek() == ".":
                 self.advance()
@@ -152,8 +144,9 @@ class _Scanner:
         elif c == "{":
             self.inline_table(path)
         else:
-            while self.peek() not in (",", "]", "}", "\n", "#", ""):
-                self.advance()
+            m = _SCALAR.match(self.s, self.i)
+            if m is not None:
+                self.i = m.end()
 
     def array(self, path: Path) -> None:
         self.advance()  # '['
@@ -164,11 +157,14 @@ class _Scanner:
                 self.advance()
                 return
             self.lines.setdefault((*path, n), self.line)
+            before = self.i
             self.value((*path, n))
             n += 1
             self.skip_ws(True)
             if self.peek() == ",":
                 self.advance()
+            elif self.i == before or not self.peek():  # not TOML this scanner understands
+                raise ValueError(f"cannot follow the array at line {self.line}")
 
     def inline_table(self, path: Path) -> None:
         self.advance()  # '{'
@@ -177,6 +173,8 @@ class _Scanner:
             if self.peek() == "}":
                 self.advance()
                 return
+            if not self.peek():
+                raise ValueError("unterminated inline table")
             self.keyval(path)
             self.skip_ws(True)
             if self.peek() == ",":

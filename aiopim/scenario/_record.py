@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import contextvars
 import inspect
-import json
 import os
-import re
+import tomllib
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Any
 
 import anyio
 import numpy as np
+import tomli_w
 
 from .. import _ops, timing
 from .._dpulist import format_dpu_list
@@ -330,38 +330,39 @@ class OpRecorder:
                 + "; ".join(sorted(set(self.problems)))
             )
         cfg = self.emulator.config
-        out = [
-            "# Recorded by aiopim: replay with `aiopim replay THIS_FILE`.",
-            "[scenario]",
-            f"name = {_value(name)}",
-        ]
+        head: dict[str, Any] = {"name": name}
         if description:
-            out.append(f"description = {_value(description)}")
-        out += [
-            "",
-            "[machine]",
-            f"ranks = {cfg.nr_ranks}",
-            f"dpus_per_rank = {cfg.nr_dpus_per_rank}",
-            f"chip = {_value(cfg.chip)}",
-        ]
-        for pname, prog in sorted(self.programs.items()):
-            out += ["", *self._program(pname, prog)]
+            head["description"] = description
+        doc: dict[str, Any] = {
+            "scenario": head,
+            "machine": {
+                "ranks": cfg.nr_ranks,
+                "dpus_per_rank": cfg.nr_dpus_per_rank,
+                "chip": cfg.chip,
+            },
+        }
+        programs = {pname: self._program(pname, prog) for pname, prog in self.programs.items()}
+        if programs:
+            doc["programs"] = dict(sorted(programs.items()))
+        tasks: list[dict[str, Any]] = []
         last_end = 0
         for i, (label, steps) in enumerate(self.tasks):
-            out += ["", "[[tasks]]", f"name = {_value('main' if i == 0 else f'task{i}')}"]
-            if label != ("main" if i == 0 else f"task{i}"):
-                out.append(f"label = {_value(label)}")
-            lines = []
+            task: dict[str, Any] = {"name": "main" if i == 0 else f"task{i}"}
+            if label != task["name"]:
+                task["label"] = label
+            rows = []
             prev_end = 0
             for step in steps:
-                lines.append("  " + _inline(self._step(step, prev_end)) + ",")
+                rows.append(self._step(step, prev_end))
                 prev_end = step["_end"]
                 last_end = max(last_end, prev_end)
             if i == 0 and end_ps > last_end:
-                lines.append("  " + _inline({"op": "sleep", "at": end_ps}) + ",")
-            out += ["steps = [", *lines, "]"]
-        out += ["", "[expect]", f"time = {end_ps}", ""]
-        return "\n".join(out)
+                rows.append({"op": "sleep", "at": end_ps})
+            task["steps"] = rows
+            tasks.append(task)
+        doc["tasks"] = tasks
+        doc["expect"] = {"time": end_ps}
+        return write_toml(doc, "# Recorded by aiopim: replay with `aiopim replay THIS_FILE`.")
 
     def _step(self, step: dict[str, Any], prev_end: int) -> dict[str, Any]:
         out = {k: v for k, v in step.items() if not k.startswith("_") and k != "at"}
@@ -377,7 +378,7 @@ class OpRecorder:
             out["error"] = out.pop("error")  # last, for reading
         return out
 
-    def _program(self, name: str, prog: DpuProgram) -> list[str]:
+    def _program(self, name: str, prog: DpuProgram) -> dict[str, Any]:
         fifos = _fifo_decls(prog)
         skip = {"CLOCKS_PER_SEC", DPU_MRAM_HEAP_POINTER_NAME}
         for fifo_name in fifos:
@@ -408,42 +409,37 @@ class OpRecorder:
             runs.setdefault(dname, []).append(t - f["start"])
             spans.setdefault((f["rank"], f["dpu"]), []).append((f["start"], t))
         pointers = self._pointer_writes(fifos, spans, events) if fifos else {}
-        out = [
-            f"[programs.{_key(name)}]",
-            'kernel = "recorded"',
-            "tasklets = 1",
-        ]
+        table: dict[str, Any] = {"kernel": "recorded", "tasklets": 1}
         if image:
-            out.append(f"image_bytes = {image}")
-        out.append(f"symbols = {_inline(symbols)}")
+            table["image_bytes"] = image
+        table["symbols"] = symbols
         if fifos:
-            decls = {
+            table["fifos"] = {
                 f: {k: v for k, v in d.items() if k != "size"} for f, d in sorted(fifos.items())
             }
-            out.append(f"fifos = {_inline(decls)}")
-        out.append(f"[programs.{_key(name)}.runs]")
+        runs_table: dict[str, Any] = {}
         if runs:
             common, _ = Counter(tuple(v) for v in runs.values()).most_common(1)[0]
-            out.append(f"all = {_value(list(common))}")
-            out.extend(
-                f"{_key(dname)} = {_value(runs[dname])}"
-                for dname in sorted(runs, key=_dpu_order)
-                if tuple(runs[dname]) != common
-            )
+            runs_table["all"] = list(common)
+            for dname in sorted(runs, key=_dpu_order):
+                if tuple(runs[dname]) != common:
+                    runs_table[dname] = runs[dname]
+        table["runs"] = runs_table
         if pointers:
             for writes in pointers.values():
                 for launch in writes:
                     launch.sort(key=lambda w: (w[0], w[1]))
             every = {d: pointers.get(d, [[] for _ in v]) for d, v in runs.items()}
-            usual, _ = Counter(_value(v) for v in every.values()).most_common(1)[0]
-            out.append(f"[programs.{_key(name)}.pointers]")
-            out.append(f"all = {usual}")
-            out.extend(
-                f"{_key(dname)} = {_value(every[dname])}"
-                for dname in sorted(every, key=_dpu_order)
-                if _value(every[dname]) != usual
-            )
-        return out
+            usual = Counter(repr(v) for v in every.values()).most_common(1)[0][0]
+            ptr_table: dict[str, Any] = {}
+            for dname in sorted(every, key=_dpu_order):
+                if repr(every[dname]) == usual:
+                    ptr_table.setdefault("all", every[dname])
+            for dname in sorted(every, key=_dpu_order):
+                if repr(every[dname]) != usual:
+                    ptr_table[dname] = every[dname]
+            table["pointers"] = ptr_table
+        return table
 
     def _pointer_writes(
         self,
@@ -557,26 +553,73 @@ def _symbol_name(symbol: str | Symbol) -> str:
     return symbol.name if isinstance(symbol, Symbol) else str(symbol)
 
 
-def _key(k: str) -> str:
-    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k)
+#: tables written as ``[section]`` headers (every other table is written inline)
+_SUBTABLES = ("runs", "pointers")
 
 
-def _value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, list | tuple):
-        return "[" + ", ".join(_value(x) for x in v) + "]"
+def _literal(v: Any) -> str:
+    """A TOML value on one line: scalars by tomli_w, arrays and tables inline."""
     if isinstance(v, dict):
-        return _inline(v)
-    raise TypeError(f"cannot write {v!r} to TOML")
+        return "{ " + ", ".join(f"{_key(k)} = {_literal(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_literal(x) for x in v) + "]"
+    if isinstance(v, bool | int | str):
+        return tomli_w.dumps({"v": v})[len("v = ") : -1]
+    raise TypeError(f"cannot write {type(v).__name__} {v!r} to a scenario")
 
 
-def _inline(d: dict[str, Any]) -> str:
-    return "{ " + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in d.items()) + " }"
+def _key(k: str) -> str:
+    return tomli_w.dumps({k: 0})[: -len(" = 0\n")]
+
+
+def write_toml(doc: dict[str, Any], comment: str = "") -> str:
+    """A scenario document as TOML: one line per key (``[[tasks]]`` steps one per line).
+
+    Every key and value is written by tomli_w; the layout is aiopim's. The text is parsed
+    back and compared with ``doc``, so a recording is always replayable as written.
+    """
+    out = [comment] if comment else []
+
+    def table(header: str, t: dict[str, Any]) -> None:
+        if out and out[-1] != comment:
+            out.append("")
+        out.append(header)
+        subs = []
+        for k, v in t.items():
+            if isinstance(v, dict) and k in _SUBTABLES:
+                subs.append((k, v))
+            elif k == "steps" and isinstance(v, list):
+                out.append("steps = [")
+                out.extend(f"  {_literal(step)}," for step in v)
+                out.append("]")
+            else:
+                out.append(f"{_key(k)} = {_literal(v)}")
+        for k, v in subs:
+            out.append(f"{header[:-1]}.{_key(k)}]")
+            out.extend(f"{_key(kk)} = {_literal(vv)}" for kk, vv in v.items())
+
+    for section, value in doc.items():
+        if section == "programs":
+            for name, prog in value.items():
+                table(f"[programs.{_key(name)}]", prog)
+        elif section == "tasks":
+            for task in value:
+                table("[[tasks]]", task)
+        else:
+            table(f"[{_key(section)}]", value)
+    text = "\n".join(out) + "\n"
+    if tomllib.loads(text) != _plain(doc):
+        raise AssertionError("the scenario writer does not round-trip; please report this bug")
+    return text
+
+
+def _plain(v: Any) -> Any:
+    """``v`` as tomllib gives it back (tuples become lists)."""
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_plain(x) for x in v]
+    return v
 
 
 @dataclass

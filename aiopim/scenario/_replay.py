@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ import anyio
 import numpy as np
 
 from .._emulator import Emulator
-from .._errors import DpuError
+from .._errors import DeadlockError, DpuError
 from .._machine._program import DpuProgram
 from .._machine._recorder import host_task_label
 from .._ops._fifo import FifoLink
@@ -27,6 +28,9 @@ from ._spec import ACTIONS, KERNELS, DataCheck, Scenario, ScenarioError, Step, T
 HOST_SLEEP_ACTOR = 1 << 62
 
 T = TypeVar("T")
+
+#: name of the scenario task a host task runs
+_task_name: contextvars.ContextVar[str] = contextvars.ContextVar("aiopim_scenario_task", default="")
 
 #: progress callback: ``(steps done, steps in total, virtual ps)``
 Progress = Callable[[int, int, int], None]
@@ -51,6 +55,8 @@ class ReplayContext:
         self._progress = progress
         self._total = scenario.total_steps()
         self.done = 0
+        #: the step each unfinished scenario task is running (by task name), for deadlocks
+        self.current: dict[str, Step] = {}
 
     def event(self, name: str) -> anyio.Event:
         """The scenario event ``name`` (created on first use)."""
@@ -101,6 +107,7 @@ class ReplayContext:
 
     async def run_step(self, step: Step) -> None:
         """Run one step: wait for ``at``, run the action, check ``error``."""
+        self.current[_task_name.get()] = step
         if step.at is not None:
             await self.sleep_until(step.at)
         kind = ACTIONS[step.op]
@@ -191,8 +198,10 @@ def replay(
 
     async def run_task(task: TaskSpec, scope: anyio.CancelScope) -> None:
         host_task_label.set(task.label)
+        _task_name.set(task.name)
         try:
             await ctx.run_steps(task.steps)
+            ctx.current.pop(task.name, None)
         except StepFailed as exc:
             failure.append(exc)
             scope.cancel()
@@ -211,7 +220,13 @@ def replay(
                 k.call_soon(lambda w: w.resolve(), w)
                 await emu.bridge.wait(w)
 
-    outside_event_loop(lambda: emu.run(main, backend=backend))
+    try:
+        outside_event_loop(lambda: emu.run(main, backend=backend))
+    except BaseException as exc:
+        dead = _only_deadlock(exc)
+        if dead is None:
+            raise
+        raise _deadlock(ctx, dead) from exc
     if broken:
         raise broken[0]
     result = Replay(scenario, emu, ctx.buffers, ctx.streams)
@@ -224,6 +239,43 @@ def replay(
     if check:
         check_expectations(result)
     return result
+
+
+def _only_deadlock(exc: BaseException) -> DeadlockError | None:
+    """The DeadlockError ``exc`` is, or that every leaf of the exception group ``exc`` is."""
+    if isinstance(exc, DeadlockError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        match, rest = exc.split(DeadlockError)
+        if match is not None and rest is None:
+            leaf: BaseException = match
+            while isinstance(leaf, BaseExceptionGroup):
+                leaf = leaf.exceptions[0]
+            return leaf if isinstance(leaf, DeadlockError) else None
+    return None
+
+
+def _deadlock(ctx: ReplayContext, exc: DeadlockError) -> ScenarioError:
+    """The deadlock as a scenario error located at the step of the first blocked task."""
+    sc = ctx.scenario
+    waiting = list(ctx.current.items())
+    where = "; ".join(
+        f"task {name!r} is in {step.key} ({step.op}"
+        + (f" for event {step.params['event']!r})" if step.op == "wait" else ")")
+        for name, step in waiting
+    )
+    blocked = "\n  ".join(exc.blocked) or "(no emulated actor is waiting)"
+    message = (
+        f"the replay deadlocked at {exc.now_ps} ps: every host task is blocked and nothing "
+        f"can wake them ({where or 'no step running'}). Blocked:\n  {blocked}"
+    )
+    first = waiting[0][1] if waiting else None
+    return ScenarioError(
+        message,
+        source=sc.source,
+        line=first.line if first is not None else None,
+        key=first.key if first is not None else "",
+    )
 
 
 def outside_event_loop(fn: Callable[[], T]) -> T:
@@ -275,8 +327,18 @@ def check_expectations(result: Replay) -> None:
                     f"FIFO stream {d.buffer!r}: {problem}", source=sc.source, line=d.line, key=d.key
                 )
             continue
-        buf = result.buffers[d.buffer]
-        arr = np.ascontiguousarray(buf).view(np.dtype(d.dtype)).reshape(-1)
+        buf = result.buffers.get(d.buffer)
+        arr = None if buf is None else _as_dtype(buf, d.dtype)
+        if arr is None:
+            problem = (
+                "no step filled it during the replay"
+                if buf is None
+                else f"its {_row_bytes(buf)} bytes per DPU are not a whole number of {d.dtype} "
+                "values"
+            )
+            raise ScenarioError(
+                f"buffer {d.buffer!r}: {problem}", source=sc.source, line=d.line, key=d.key
+            )
         ok: bool
         got: Any
         if d.equals is not None:
@@ -301,6 +363,18 @@ def check_expectations(result: Replay) -> None:
             )
 
 
+def _row_bytes(buf: np.ndarray) -> int:
+    """Bytes of one row of ``buf`` (one DPU's part of a transfer buffer)."""
+    return int(buf.shape[-1]) * buf.itemsize if buf.ndim else buf.itemsize
+
+
+def _as_dtype(buf: np.ndarray, dtype: str) -> np.ndarray | None:
+    """The rows of ``buf`` as one flat array of ``dtype`` (None if a row does not divide)."""
+    if _row_bytes(buf) % np.dtype(dtype).itemsize:
+        return None
+    return np.ascontiguousarray(buf).reshape(-1).view(np.uint8).view(np.dtype(dtype))
+
+
 def _check_stream(stream: dict[tuple[int, int], list[np.ndarray]], d: DataCheck) -> str:
     """What is wrong with a drained FIFO stream ("" if it meets the check)."""
     if not stream:
@@ -311,7 +385,10 @@ def _check_stream(stream: dict[tuple[int, int], list[np.ndarray]], d: DataCheck)
             return f"{where} drained {len(elements)} element(s), expected {d.count}"
         if d.first is None or d.step is None:
             continue
-        rows = [np.ascontiguousarray(e).view(np.dtype(d.dtype)).tolist() for e in elements]
+        views = [_as_dtype(e, d.dtype) for e in elements]
+        if any(v is None for v in views):
+            return f"{where}: its elements are not a whole number of {d.dtype} values"
+        rows = [v.tolist() for v in views if v is not None]
         if d.sort:
             rows.sort()
         width = len(d.first)

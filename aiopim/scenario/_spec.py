@@ -18,7 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from .. import timing
 from .._errors import DpuError, DpuErrorCode
+from .._files import InputFileError, read_input_file
 from .._machine._config import MachineConfig
+from . import _limits as L
+from ._limits import KernelCost, KernelCostFn, show
 from ._locate import Path, line_of, locate
 
 if TYPE_CHECKING:
@@ -49,21 +52,25 @@ _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ps|ns|us|ms|s)\s*$")
 
 def parse_duration(value: Any) -> int:
     """An integer of picoseconds, or a string such as ``"12.5us"`` (ps, ns, us, ms, s)."""
+    ps: int | Decimal | None = None
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 0:
             raise ValueError("a duration cannot be negative")
-        return value
-    if isinstance(value, str):
+        ps = value
+    elif isinstance(value, str) and len(value) <= 64:
         m = _DURATION.match(value)
         if m:
             ps = Decimal(m.group(1)) * _UNITS[m.group(2)]
-            if ps == ps.to_integral_value():
-                return int(ps)
-            raise ValueError(f"{value!r} is not a whole number of picoseconds")
-    raise ValueError(
-        f"expected a duration: integer picoseconds or a string like '10us' "
-        f"(units ps, ns, us, ms, s), got {value!r}"
-    )
+            if ps != ps.to_integral_value():
+                raise ValueError(f"{value!r} is not a whole number of picoseconds")
+    if ps is None:
+        raise ValueError(
+            f"expected a duration: integer picoseconds or a string like '10us' "
+            f"(units ps, ns, us, ms, s), got {show(value)}"
+        )
+    if ps > L.MAX_TIME_PS:
+        raise ValueError(f"{show(value)} is longer than the limit of {L.MAX_TIME_PS} ps (10^6 s)")
+    return int(ps)
 
 
 _IOTA_MOD = re.compile(r"^\s*iota\s*%\s*([0-9]+)\s*$")
@@ -77,19 +84,23 @@ def _check_type(kind: str, v: Any) -> Any:
     """Validate ``v`` against parameter type ``kind``; returns the converted value."""
     if kind == "int":
         if not _is_int(v):
-            raise ValueError(f"expected an integer, got {v!r}")
+            raise ValueError(f"expected an integer, got {show(v)}")
         return v
     if kind == "count":
         if not _is_int(v) or v < 0:
-            raise ValueError(f"expected an integer >= 0, got {v!r}")
+            raise ValueError(f"expected an integer >= 0, got {show(v)}")
         return v
     if kind == "bool":
         if not isinstance(v, bool):
-            raise ValueError(f"expected true or false, got {v!r}")
+            raise ValueError(f"expected true or false, got {show(v)}")
         return v
     if kind == "str":
         if not isinstance(v, str) or not v:
-            raise ValueError(f"expected a non-empty string, got {v!r}")
+            raise ValueError(f"expected a non-empty string, got {show(v)}")
+        return v
+    if kind == "text":
+        if not isinstance(v, str):
+            raise ValueError(f"expected a string, got {show(v)}")
         return v
     if kind == "duration":
         return parse_duration(v)
@@ -99,7 +110,7 @@ def _check_type(kind: str, v: Any) -> Any:
         return parse_duration(v)
     if kind == "ints":
         if not isinstance(v, list) or not all(_is_int(x) for x in v):
-            raise ValueError(f"expected a list of integers, got {v!r}")
+            raise ValueError(f"expected a list of integers, got {show(v)}")
         return v
     if kind == "int_or_ints":
         if isinstance(v, list):
@@ -110,14 +121,15 @@ def _check_type(kind: str, v: Any) -> Any:
             return v
         if isinstance(v, str):
             m = _IOTA_MOD.match(v)
-            if m and int(m.group(1)) > 0:
+            if m and len(m.group(1)) <= 20 and 0 < int(m.group(1)) <= L.MAX_IOTA_MOD:
                 return f"iota%{int(m.group(1))}"
         raise ValueError(
-            f'expected an integer (every 32-bit word), "iota" or "iota%N" (N > 0), got {v!r}'
+            f'expected an integer (every 32-bit word), "iota" or "iota%N" (N > 0), N < 2**32, '
+            f"got {show(v)}"
         )
     if kind == "table":
         if not isinstance(v, dict):
-            raise ValueError(f"expected a table, got {v!r}")
+            raise ValueError(f"expected a table, got {show(v)}")
         return v
     if kind == "any":
         return v
@@ -132,6 +144,8 @@ class Param:
     required: bool = False
     default: Any = None
     doc: str = ""
+    #: largest value allowed (integers; durations are always at most ``MAX_TIME_PS``)
+    maximum: int | None = None
 
 
 # ================================================================================================
@@ -162,6 +176,9 @@ class KernelKind:
     params: dict[str, Param]
     build: Callable[[ProgramSpec], DpuProgram]
     doc: str = ""
+    #: upper bound of the program's emulated operations per DPU, for the replay's work limit
+    #: (default: a few per tasklet per launch and per FIFO element)
+    cost: KernelCostFn | None = None
 
 
 ACTIONS: dict[str, ActionKind] = {}
@@ -317,16 +334,38 @@ def _keyname(path: Path) -> str:
 class _Loader:
     def __init__(self, text: str, source: str) -> None:
         self.source = source
+        if len(text) > L.MAX_FILE_BYTES:
+            raise ScenarioError(
+                f"longer than {L.MAX_FILE_BYTES >> 20} MiB, the limit for a scenario", source=source
+            )
+        deep = L.nesting_problem(text)
+        if deep is not None:
+            raise ScenarioError(deep[1], source=source, line=deep[0])
         try:
             self.doc = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
+        except ValueError as exc:  # TOMLDecodeError, or an integer of more than 4300 digits
             m = re.search(r"line (\d+)", str(exc))
+            line = int(m.group(1)) if m else None
+            if line is None and "end of document" in str(exc):
+                line = text.count("\n") + 1
+            raise ScenarioError(f"not valid TOML: {exc}", source=source, line=line) from None
+        try:
+            self.lines = locate(text)
+        except (IndexError, ValueError, RecursionError):  # positions are a help, not a must
+            self.lines = {}
+        nested = L.too_deep(self.doc)
+        if nested is not None:
             raise ScenarioError(
-                f"not valid TOML: {exc}", source=source, line=int(m.group(1)) if m else None
-            ) from None
-        self.lines = locate(text)
+                f"tables and arrays nest deeper than {L.MAX_NESTING} levels",
+                source=source,
+                line=min(
+                    (n for p, n in self.lines.items() if p[: len(nested)] == nested), default=None
+                ),
+                key=_keyname(nested[: L.MAX_NESTING + 1]) + "...",
+            )
         #: key path of every step and data check (by id), for the cross-reference errors
         self.paths: dict[int, Path] = {}
+        self.chip = timing.V1B
 
     def error(self, path: Path, message: str) -> ScenarioError:
         return ScenarioError(
@@ -335,7 +374,7 @@ class _Loader:
 
     def table(self, path: Path, value: Any) -> dict[str, Any]:
         if not isinstance(value, dict):
-            raise self.error(path, f"expected a table, got {value!r}")
+            raise self.error(path, f"expected a table, got {show(value)}")
         return value
 
     def params(
@@ -352,6 +391,9 @@ class _Loader:
                     out[key] = _check_type(p.kind, table[key])
                 except ValueError as exc:
                     raise self.error((*path, key), str(exc)) from None
+                v = out[key]
+                if p.maximum is not None and _is_int(v) and v > p.maximum:
+                    raise self.error((*path, key), f"{v} is more than the limit of {p.maximum}")
             elif p.required:
                 raise self.error(path, f"{what} needs the key {key!r}")
             else:
@@ -369,7 +411,7 @@ class _Loader:
         head = self.params(
             ("scenario",),
             self.table(("scenario",), doc.get("scenario", {})),
-            {"name": Param("str", True), "description": Param("any", default="")},
+            {"name": Param("str", True), "description": Param("text", default="")},
             "[scenario]",
         )
         machine = self.machine()
@@ -377,9 +419,10 @@ class _Loader:
         tasks = self.tasks()
         expect = self.expectations()
         sc = Scenario(
-            head["name"], str(head["description"]), machine, programs, tasks, expect, self.source
+            head["name"], head["description"], machine, programs, tasks, expect, self.source
         )
         self.cross_check(sc)
+        self.check_limits(sc)
         return sc
 
     def machine(self) -> MachineConfig:
@@ -388,16 +431,18 @@ class _Loader:
             path,
             self.table(path, self.doc.get("machine", {})),
             {
-                "ranks": Param("int", default=1),
+                "ranks": Param("int", default=1, maximum=L.MAX_RANKS),
                 "dpus_per_rank": Param("int", default=64),
                 "chip": Param("str", default="v1B"),
             },
             "[machine]",
         )
         try:
-            return MachineConfig(p["ranks"], p["dpus_per_rank"], p["chip"])
+            cfg = MachineConfig(p["ranks"], p["dpus_per_rank"], p["chip"])
         except ValueError as exc:
             raise self.error(path, str(exc)) from None
+        self.chip = cfg.chip_profile
+        return cfg
 
     def programs(self) -> dict[str, ProgramSpec]:
         out = {}
@@ -411,14 +456,15 @@ class _Loader:
                 known = ", ".join(sorted(KERNELS))
                 raise self.error(
                     (*path, "kernel"),
-                    f"unknown kernel {kname!r} (built-in or registered: {known}; register "
+                    f"unknown kernel {show(kname)} (built-in or registered: {known}; register "
                     "your own with aiopim.scenario.register_kernel)",
                 )
             p = self.params(path, table, {**PROGRAM_KEYS, **kind.params}, f"kernel {kname!r}")
             symbols = {}
+            chip = self.chip
             for sym, spec in p["symbols"].items():
                 try:
-                    symbols[sym] = _parse_symbol(spec)
+                    symbols[sym] = _parse_symbol(spec, chip)
                 except ValueError as exc:
                     raise self.error((*path, "symbols", sym), str(exc)) from None
             tasklets = p.pop("tasklets")
@@ -431,7 +477,7 @@ class _Loader:
             )
             try:
                 kind.build(spec)  # the kernel checks its parameters
-            except (ValueError, DpuError) as exc:
+            except (ValueError, TypeError, OverflowError, DpuError) as exc:
                 raise self.error(path, str(exc)) from None
             out[name] = spec
         return out
@@ -456,7 +502,7 @@ class _Loader:
                 "a task",
             )
             if p["name"] in names:
-                raise self.error((*path, "name"), f"task name {p['name']!r} is used twice")
+                raise self.error((*path, "name"), f"task name {show(p['name'])} is used twice")
             names.add(p["name"])
             steps = self.steps((*path, "steps"), p["steps"])
             out.append(TaskSpec(p["name"], p["label"] or p["name"], steps))
@@ -475,7 +521,7 @@ class _Loader:
             if "op" not in table:
                 raise self.error(path, "a step needs the key 'op'")
             known = ", ".join(sorted(ACTIONS))
-            raise self.error((*path, "op"), f"unknown action {op!r} (known: {known})")
+            raise self.error((*path, "op"), f"unknown action {show(op)} (known: {known})")
         p = self.params(path, table, {**STEP_KEYS, **kind.params}, f"action {op!r}")
         given = [k for k in kind.one_of if k in table]
         if kind.one_of and len(given) != 1:
@@ -488,7 +534,7 @@ class _Loader:
                 raise self.error((*path, key) if key else path, message) from None
         error = p.pop("error")
         if error is not None and error not in DpuErrorCode.__members__:
-            raise self.error((*path, "error"), f"unknown DpuErrorCode name {error!r}")
+            raise self.error((*path, "error"), f"unknown DpuErrorCode name {show(error)}")
         at = p.pop("at")
         p.pop("op")
         body: list[Step] = []
@@ -514,7 +560,7 @@ class _Loader:
         ex = Expectations(p["time"], self.lines.get((*path, "time")))
         if p["error"] is not None:
             if p["error"] not in DpuErrorCode.__members__:
-                raise self.error((*path, "error"), f"unknown DpuErrorCode name {p['error']!r}")
+                raise self.error((*path, "error"), f"unknown DpuErrorCode name {show(p['error'])}")
             ex.error, ex.error_line = p["error"], self.lines.get((*path, "error"))
         if not isinstance(p["data"], list):
             raise self.error((*path, "data"), "expected an array of checks")
@@ -566,6 +612,48 @@ class _Loader:
             self.paths[id(check)] = dpath
             ex.data.append(check)
         return ex
+
+    # -- limits ---------------------------------------
+    def check_limits(self, sc: Scenario) -> None:
+        """The steps, work and memory a replay needs stay within the limits of ``_limits``."""
+        top = [(i, j, s) for i, t in enumerate(sc.tasks) for j, s in enumerate(t.steps)]
+
+        def heaviest(measure: Callable[[Step], int]) -> tuple[Path, str]:
+            i, j, s = max(top, key=lambda x: measure(x[2]))
+            return ("tasks", i, "steps", j), f"{measure(s)} of them in this step ({s.op})"
+
+        steps = sum(L.steps_of(s) for _, _, s in top)
+        if steps > L.MAX_STEPS:
+            path, where = heaviest(L.steps_of)
+            raise self.error(
+                path,
+                f"the replay would run {steps} steps (repeats unrolled), more than the limit of "
+                f"{L.MAX_STEPS}; {where}",
+            )
+        work = sum(L.estimate_work(sc, kernel_cost))
+        if work > L.MAX_WORK:
+            path, where = heaviest(lambda s: L.step_work(sc, kernel_cost, s))
+            raise self.error(
+                path,
+                f"the replay would do about {work} emulated operations (steps times the DPUs "
+                f"they address, kernel work, FIFO retries), more than the limit of {L.MAX_WORK}; "
+                f"{where}",
+            )
+        for step, path, nbytes in L.host_bytes(sc, self.paths):
+            if nbytes > L.MAX_HOST_BYTES:
+                raise self.error(
+                    path,
+                    f"this {step.op} step would allocate {nbytes} bytes of host buffers, more "
+                    f"than the limit of {L.MAX_HOST_BYTES >> 20} MiB",
+                )
+        filled = L.dpu_bytes(sc, self.paths)
+        if filled is not None and filled[1] > L.MAX_DPU_BYTES:
+            raise self.error(
+                filled[0],
+                f"the replay could fill {filled[1]} bytes of emulated DPU memory (the largest "
+                f"transfer range of each symbol times the DPUs allocated), more than the limit "
+                f"of {L.MAX_DPU_BYTES >> 30} GiB",
+            )
 
     # -- references ---------------------------------------
     def cross_check(self, sc: Scenario) -> None:
@@ -621,22 +709,44 @@ class _Loader:
 _DTYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64")
 
 
-def _parse_symbol(spec: Any) -> tuple[str, int]:
-    if isinstance(spec, str):
+def _parse_symbol(spec: Any, chip: timing.ChipProfile) -> tuple[str, int]:
+    if isinstance(spec, str) and len(spec) <= 64:
         m = re.fullmatch(r"(wram|mram):([0-9]+)", spec.strip().lower())
         if m:
-            size = int(m.group(2))
+            space, size = m.group(1), int(m.group(2))
             if size <= 0:
                 raise ValueError(f"a symbol size must be positive, got {size}")
-            return m.group(1), size
-    raise ValueError(f'expected "wram:BYTES" or "mram:BYTES", got {spec!r}')
+            most = chip.wram_size if space == "wram" else chip.mram_size
+            if size > most:
+                raise ValueError(f"{size} bytes do not fit the {space.upper()} ({most} bytes)")
+            return space, size
+    raise ValueError(f'expected "wram:BYTES" or "mram:BYTES", got {show(spec)}')
+
+
+def kernel_cost(spec: ProgramSpec) -> KernelCost:
+    """The :class:`KernelCost` of a program of the scenario."""
+    fn = KERNELS[spec.kernel].cost
+    return fn(spec) if fn is not None else L.default_cost(spec)
 
 
 def load_scenario(path: str | os.PathLike[str]) -> Scenario:
-    """Read and validate a scenario file."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    return _Loader(text, os.fspath(path)).load()
+    """Read and validate a scenario file (:class:`ScenarioError` for any problem with it,
+    including a path that is not a readable regular file of at most 4 MiB)."""
+    source = os.fspath(path)
+    try:
+        data = read_input_file(path, limit=L.MAX_FILE_BYTES, what="scenario file")
+    except InputFileError as exc:
+        raise ScenarioError(exc.message, source=source) from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ScenarioError(
+            f"not valid UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start})",
+            source=source,
+            line=line,
+        ) from None
+    return _Loader(text, source).load()
 
 
 def parse_scenario(text: str, source: str = "<string>") -> Scenario:
