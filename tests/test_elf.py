@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import aiopim
 from aiopim import elf as elfmod
 from aiopim import timing
-from aiopim._core._elfwriter import (
+from aiopim.isa.elfwriter import (
     ELFCLASS64,
     ELFDATA2MSB,
     ET_REL,

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._program import ATOMIC_BASE, IRAM_BIT, MRAM_BIT
+from ._coreapi import ATOMIC_BASE, IRAM_BIT, MRAM_BIT
 
 EM_DPU = 245
 ELFCLASS32 = 1
@@ -331,7 +331,7 @@ def sample_dpu_elf(
     heap_pointer_reset: bool = True,
     **writer_options: object,
 ) -> tuple[bytes, SampleLayout]:
-    """Build a DPU-shaped ELF like the SDK toolchain lays it out (spec §5.3).
+    """Build a DPU-shaped ELF like the SDK toolchain lays it out.
 
     WRAM: ``.data`` (``__sys_zero`` then non-``__host`` globals) at 0, ``.data.__sys_host``
     (``CLOCKS_PER_SEC`` then ``host_vars``), ``.data.stacks`` (NOBITS, one stack per tasklet),
