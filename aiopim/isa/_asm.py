@@ -29,10 +29,14 @@ STACK_SIZE_DEFAULT: Final = 1024
 MAX_TASKLETS: Final = 24
 NOP_WORD: Final = encode(Instruction.make("nop:"))
 
-_LABEL: Final = re.compile(r"\s*([A-Za-z_.$][\w.$]*)\s*:(?!:)")
+_LABEL: Final = re.compile(r"\s*([A-Za-z_.$][\w.$]*)\s*:(?=\s|$)")
 _ASSIGN: Final = re.compile(r"\s*([A-Za-z_.$][\w.$]*)\s*=(?!=)")
 _WORD: Final = re.compile(r"\s*([.A-Za-z_][\w.:$]*)")
-_COND_BY_MAP: Final = tuple({T.CONDITION_NAMES[n]: c for c, n in m} for m in T.CONDITION_MAPS)
+#: condition name -> code per map; a name with two codes (z, nz, xz, xnz of the 64-bit set
+#: forms) takes the lower one
+_COND_BY_MAP: Final = tuple(
+    {T.CONDITION_NAMES[n]: c for c, n in reversed(m)} for m in T.CONDITION_MAPS
+)
 _DATA_SIZES: Final = {
     ".byte": 1,
     ".short": 2,
@@ -286,7 +290,9 @@ class _Assembler:
     def _instruction(self, stmt: _Stmt) -> None:
         sec = self.current
         if sec.space != "IRAM":
-            raise self.err(f"instruction {stmt.name!r} outside a .text section", stmt.line, stmt.col)
+            raise self.err(
+                f"instruction {stmt.name!r} outside a .text section", stmt.line, stmt.col
+            )
         if stmt.name.split(":")[0] not in _CANDIDATES and stmt.name not in _SIG_NAMES:
             raise self.err(f"unknown instruction {stmt.name!r}", stmt.line, stmt.col)
         stmt.section, stmt.offset = sec.name, sec.size
@@ -370,9 +376,13 @@ class _Assembler:
             self._reserve(stmt, n)
         elif d in _DATA_SIZES or d in (".ascii", ".asciz", ".string"):
             if sec.space == "IRAM":
-                raise self.err(f"{d} is not allowed in {sec.name} (instructions only)", stmt.line, stmt.col)
+                raise self.err(
+                    f"{d} is not allowed in {sec.name} (instructions only)", stmt.line, stmt.col
+                )
             if sec.nobits:
-                raise self.err(f"initialised data in NOBITS section {sec.name}", stmt.line, stmt.col)
+                raise self.err(
+                    f"initialised data in NOBITS section {sec.name}", stmt.line, stmt.col
+                )
             if not stmt.args:
                 raise self.err(f"{d} needs operands", stmt.line, stmt.col)
             if d in _DATA_SIZES:
@@ -551,13 +561,25 @@ class _Assembler:
         self.iram_end = ends["IRAM"]
         self.runtime_syms: list[tuple[str, int, int, str, int]] = [
             ("__sys_zero", 0, 8, ".data", STT_OBJECT),
-            ("__sys_thread_stack_table_ptr", self.table_addr, 8 * self.nr, ".data.__sys_thread_stack_table", STT_OBJECT),
+            (
+                "__sys_thread_stack_table_ptr",
+                self.table_addr,
+                8 * self.nr,
+                ".data.__sys_thread_stack_table",
+                STT_OBJECT,
+            ),
             ("__sw_cache_buffer", self.cache_addr, 8 * self.nr, ".data.sw_cache", STT_OBJECT),
             ("__sys_heap_pointer_reset", self.heap_addr, 0, ".data.sw_cache", STT_NOTYPE),
         ]
         for i in range(self.nr):
             self.runtime_syms.append(
-                (f"__sys_stack_thread_{i}", self.stack_bases[i], self.stack_sizes[i], ".data.stacks", STT_OBJECT)
+                (
+                    f"__sys_stack_thread_{i}",
+                    self.stack_bases[i],
+                    self.stack_sizes[i],
+                    ".data.stacks",
+                    STT_OBJECT,
+                )
             )
         mram_sec = next((s for s in self.sections.values() if s.space == "MRAM"), None)
         if mram_sec is None:
@@ -566,7 +588,9 @@ class _Assembler:
             mram_name = max(
                 (s for s in self.sections.values() if s.space == "MRAM"), key=lambda s: s.address
             ).name
-        self.runtime_syms.append(("__sys_used_mram_end", MRAM_BIT + self.mram_end, 0, mram_name, STT_NOTYPE))
+        self.runtime_syms.append(
+            ("__sys_used_mram_end", MRAM_BIT + self.mram_end, 0, mram_name, STT_NOTYPE)
+        )
         self.runtime_values = {name: addr & ~MRAM_BIT for name, addr, *_ in self.runtime_syms}
         self.runtime_values["NR_TASKLETS"] = self.nr
         for i in range(MAX_TASKLETS):
@@ -688,7 +712,7 @@ class _Assembler:
                 return 0 if cond == "false" else "false expected"
             if cond in names:
                 return names[cond]
-            return f"condition {text!r} is not one of {', '.join(names)}"
+            return f"condition {text!r} is not one of {', '.join(sorted(names, key=names.__getitem__))}"
         if kind == T.KIND_REG:
             return self._register(text, bool(pair), bool(safe), bool(ro))
         if not text or text in REGISTER_NAMES or text.startswith(("!", "?")):
@@ -787,7 +811,13 @@ class _Assembler:
         for sym in self.symbols.values():
             if sym.name.startswith(".L"):
                 continue
-            bind = STB_WEAK if sym.name in self.weak else STB_GLOBAL if sym.name in self.globals else STB_LOCAL
+            bind = (
+                STB_WEAK
+                if sym.name in self.weak
+                else STB_GLOBAL
+                if sym.name in self.globals
+                else STB_LOCAL
+            )
             typ = self.types.get(sym.name, STT_NOTYPE)
             size = sizes.get(sym.name, 0)
             if sym.section is None:

@@ -18,7 +18,7 @@ Decoded program layout (:func:`decode_program`), for ``n`` words:
   cc imm off pc shift endian immDma``). A column holds the *operand value*: sign-extended for
   signed immediates and offsets, the plain code for registers (0-23, 24-31 for the constant
   registers), conditions and the endianness, the instruction index for ``pc``. Implicit fields
-  (e.g. the ``ra`` that ``fault`` or ``stop`` fix at 24) hold their forced value; fields the
+  (e.g. the ``ra`` that ``fault`` fixes at 24, ``stop`` at 28) hold their forced value; fields the
   signature does not have are 0.
 
 All tables are tuples of ints, so an interpreter can turn them into NumPy arrays once.
@@ -157,7 +157,9 @@ class Instruction:
             elif implicit >= 0:
                 raw[fid] = implicit
         if names:
-            raise EncodeError(f"{T.SIG_KEYWORD[sig]}:{T.SIG_FORM[sig]} has no field {sorted(names)}")
+            raise EncodeError(
+                f"{T.SIG_KEYWORD[sig]}:{T.SIG_FORM[sig]} has no field {sorted(names)}"
+            )
         return cls(sig, tuple(raw))
 
     @property
@@ -338,7 +340,9 @@ def decode_program(words: npt.ArrayLike) -> DecodedProgram:
                 if fid < 0:
                     continue
                 if kind == T.KIND_COND:
-                    bad = ((np.uint64(_COND_OK[cmap]) >> r[:, fid].astype(np.uint64)) & np.uint64(1)) == 0
+                    bad = (
+                        (np.uint64(_COND_OK[cmap]) >> r[:, fid].astype(np.uint64)) & np.uint64(1)
+                    ) == 0
                     st[bad & (st == DecodeStatus.OK)] = DecodeStatus.ILLEGAL_CONDITION
             for fid, width, *_rest in T.SIG_FIELDS[s]:
                 if fid in (F_DC, F_DB) and width == 5:

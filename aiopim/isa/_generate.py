@@ -139,7 +139,11 @@ def generate(spec: dict[str, Any]) -> str:
         "semantic family: index into MNEMONICS (the operation, whatever the form)",
         [mnemonics.index(i["mnemonic"]) for i in instructions],
     )
-    column("SIG_DOCUMENTED", "1 if the SDK documents the form", [int(i["documented"]) for i in instructions])
+    column(
+        "SIG_DOCUMENTED",
+        "1 if the SDK documents the form",
+        [int(i["documented"]) for i in instructions],
+    )
     column("SIG_MASK", "fixed bits mask", [int(i["fixed"]["mask"], 16) for i in instructions])
     column("SIG_VALUE", "fixed bits value", [int(i["fixed"]["value"], 16) for i in instructions])
     column(
@@ -150,7 +154,10 @@ def generate(spec: dict[str, Any]) -> str:
     column(
         "SIG_FLAGS",
         "flags written: bit 0 = ZF, bit 1 = CF",
-        [int("ZF" in i["flags_written"]) | 2 * int("CF" in i["flags_written"]) for i in instructions],
+        [
+            int("ZF" in i["flags_written"]) | 2 * int("CF" in i["flags_written"])
+            for i in instructions
+        ],
     )
     column(
         "SIG_FIELDS",
@@ -182,7 +189,9 @@ def generate(spec: dict[str, Any]) -> str:
         ],
     )
     w("")
-    w("#: aliases: (keyword, form, target signature, when mask, when value, ((field, value), ...), operands as SIG_OPERANDS, documented)")
+    w(
+        "#: aliases: (keyword, form, target signature, when mask, when value, ((field, value), ...), operands as SIG_OPERANDS, documented)"
+    )
     w("SUGARS = (")
     for s in sugars:
         keyword, form = s["signature"].split(":")

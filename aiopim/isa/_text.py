@@ -51,7 +51,9 @@ def sugar_for(instruction: Instruction, word: int | None = None) -> int | None:
     return best
 
 
-def operand_rows(instruction: Instruction, *, alias: bool = True) -> tuple[str, tuple[Operand, ...]]:
+def operand_rows(
+    instruction: Instruction, *, alias: bool = True
+) -> tuple[str, tuple[Operand, ...]]:
     """``(keyword, operand descriptors)`` the instruction prints with."""
     if alias:
         s = sugar_for(instruction)
