@@ -121,6 +121,8 @@ def _split_args(text: str, col0: int) -> list[_Arg]:
     quote = ""
     start = 0
     for i, ch in enumerate(text + ","):
+        if i == len(text):
+            depth, quote = 0, ""  # the end closes whatever is open
         if quote:
             if ch == "\\":
                 continue
@@ -142,6 +144,24 @@ def _split_args(text: str, col0: int) -> list[_Arg]:
     if len(args) == 1 and not args[0].text:
         return []
     return args
+
+
+def _statements(line: str) -> list[str]:
+    """The ``;``-separated statements of a line, each padded with blanks to keep columns."""
+    out: list[str] = []
+    start = 0
+    quote = ""
+    for i, ch in enumerate(line):
+        if quote:
+            if ch == quote and line[i - 1] != "\\":
+                quote = ""
+        elif ch == '"':
+            quote = ch
+        elif ch == ";":
+            out.append(" " * start + line[start:i])
+            start = i + 1
+    out.append(" " * start + line[start:])
+    return out
 
 
 def _strip_comments(lines: list[str]) -> list[str]:
@@ -254,34 +274,38 @@ class _Assembler:
         self.symbols[name] = _Sym(name, sec.name, sec.size)
 
     def pass1(self) -> None:
-        for n, line in enumerate(self.lines, start=1):
-            pos = 0
-            while True:
-                m = _LABEL.match(line, pos)
-                if m is None:
-                    break
-                self._define(m.group(1), n, m.start(1) + 1)
-                pos = m.end()
-            rest = line[pos:]
-            if not rest.strip():
-                continue
-            m = _ASSIGN.match(line, pos)
-            if m is not None:
-                arg_text = line[m.end() :]
-                args = [_Arg(m.group(1), m.start(1) + 1)]
-                args += _split_args(arg_text, m.end() + 1)
-                self._directive(_Stmt(n, m.start(1) + 1, ".set", args))
-                continue
-            m = _WORD.match(line, pos)
+        for n, full in enumerate(self.lines, start=1):
+            for line in _statements(full):
+                self._line(n, line)
+
+    def _line(self, n: int, line: str) -> None:
+        pos = 0
+        while True:
+            m = _LABEL.match(line, pos)
             if m is None:
-                col = pos + len(rest) - len(rest.lstrip()) + 1
-                raise self.err(f"unexpected {rest.strip()[:20]!r}", n, col)
-            name = m.group(1)
-            stmt = _Stmt(n, m.start(1) + 1, name, _split_args(line[m.end() :], m.end() + 1))
-            if name.startswith(".") and not self._is_keyword(name):
-                self._directive(stmt)
-            else:
-                self._instruction(stmt)
+                break
+            self._define(m.group(1), n, m.start(1) + 1)
+            pos = m.end()
+        rest = line[pos:]
+        if not rest.strip():
+            return
+        m = _ASSIGN.match(line, pos)
+        if m is not None:
+            arg_text = line[m.end() :]
+            args = [_Arg(m.group(1), m.start(1) + 1)]
+            args += _split_args(arg_text, m.end() + 1)
+            self._directive(_Stmt(n, m.start(1) + 1, ".set", args))
+            return
+        m = _WORD.match(line, pos)
+        if m is None:
+            col = pos + len(rest) - len(rest.lstrip()) + 1
+            raise self.err(f"unexpected {rest.strip()[:20]!r}", n, col)
+        name = m.group(1)
+        stmt = _Stmt(n, m.start(1) + 1, name, _split_args(line[m.end() :], m.end() + 1))
+        if name.startswith(".") and not self._is_keyword(name):
+            self._directive(stmt)
+        else:
+            self._instruction(stmt)
 
     @staticmethod
     def _is_keyword(name: str) -> bool:
@@ -463,7 +487,8 @@ class _Assembler:
         if sym.section is None:
             if sym.value is None:
                 if name in self._resolving:
-                    raise self.err(f"symbol {name!r} is defined in terms of itself")
+                    line, col = (sym.stmt.line, sym.stmt.col) if sym.stmt else (0, 0)
+                    raise self.err(f"symbol {name!r} is defined in terms of itself", line, col)
                 self._resolving.add(name)
                 assert sym.expr is not None and sym.stmt is not None
                 sym.value = self._eval(sym.expr, sym.stmt.args[1], sym.stmt, early=early)
@@ -805,6 +830,17 @@ class _Assembler:
             v = self._eval(self._parse(stmt.args[1], stmt), stmt.args[1], stmt)
             sec = self.sections.get(self.symbols[name].section or "")
             sizes[name] = v * 8 if sec is not None and sec.space == "IRAM" else v
+        # data labels without .size extend to the next label of their section (or its end)
+        by_section: dict[str, list[int]] = {}
+        for sym in self.symbols.values():
+            if sym.section is not None:
+                by_section.setdefault(sym.section, []).append(sym.offset)
+        for sym in self.symbols.values():
+            sec = self.sections.get(sym.section or "")
+            if sec is None or sec.space == "IRAM" or sym.name in sizes:
+                continue
+            later = [o for o in by_section[sec.name] if o > sym.offset]
+            sizes[sym.name] = min(later, default=sec.size) - sym.offset
         for name, stmt in self.globals.items():
             if name not in self.symbols:
                 raise self.err(f"global symbol {name!r} is not defined", stmt.line, stmt.col)
