@@ -19,8 +19,18 @@ from ._codec import FIELD_NAMES, NFIELDS, EncodeError, Instruction, encode, sign
 from ._coreapi import ATOMIC_BASE, IRAM_BIT, MRAM_BIT
 from ._expr import Expr, ExprError, parse_expr
 from ._text import CONST_NAMES, REGISTER_NAMES
-from .elfwriter import SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, STB_GLOBAL, STB_LOCAL, STB_WEAK
-from .elfwriter import STT_FUNC, STT_NOTYPE, STT_OBJECT, ElfWriter
+from .elfwriter import (
+    SHF_ALLOC,
+    SHF_EXECINSTR,
+    SHF_WRITE,
+    STB_GLOBAL,
+    STB_LOCAL,
+    STB_WEAK,
+    STT_FUNC,
+    STT_NOTYPE,
+    STT_OBJECT,
+    ElfWriter,
+)
 
 __all__ = ["AsmError", "Assembly", "assemble", "assemble_program"]
 
@@ -620,7 +630,7 @@ class _Assembler:
         self.runtime_values["NR_TASKLETS"] = self.nr
         for i in range(MAX_TASKLETS):
             self.runtime_values[f"STACK_SIZE_TASKLET_{i}"] = self.stack_sizes[i]
-        chip_threads, iram_insns, wram_bytes, _mhz, _mutexes = T.CHIPS[self.chip]
+        _threads, iram_insns, wram_bytes, _mhz, _mutexes = T.CHIPS[self.chip]
         if self.iram_end > 8 * iram_insns:
             raise self.err(
                 f"{self.iram_end // 8} instructions do not fit the {self.chip} IRAM "
@@ -721,10 +731,9 @@ class _Assembler:
         _k, why, col = max(reasons, key=lambda r: r[0])
         raise self.err(f"{name}: {why}", stmt.line, col)
 
-    def _operand(self, op: tuple[object, ...], arg: _Arg, stmt: _Stmt) -> int | str:
+    def _operand(self, op: T.OperandRow, arg: _Arg, stmt: _Stmt) -> int | str:
         """Raw field value of ``arg`` for operand descriptor ``op``, or why it does not fit."""
         _n, kind, _fid, bits, signed, ro, pair, safe, cmap, implicit, const = op
-        assert isinstance(bits, int) and isinstance(cmap, int) and isinstance(const, int)
         text = arg.text
         if kind == T.KIND_CONST_REG:
             return 0 if text == _CONST_BY_CODE[const] else f"{_CONST_BY_CODE[const]} expected"
@@ -737,7 +746,8 @@ class _Assembler:
                 return 0 if cond == "false" else "false expected"
             if cond in names:
                 return names[cond]
-            return f"condition {text!r} is not one of {', '.join(sorted(names, key=names.__getitem__))}"
+            known = ", ".join(sorted(names, key=names.__getitem__))
+            return f"condition {text!r} is not one of {known}"
         if kind == T.KIND_REG:
             return self._register(text, bool(pair), bool(safe), bool(ro))
         if not text or text in REGISTER_NAMES or text.startswith(("!", "?")):
@@ -828,19 +838,19 @@ class _Assembler:
             if name not in self.symbols:
                 raise self.err(f".size of undefined symbol {name!r}", stmt.line, stmt.args[0].col)
             v = self._eval(self._parse(stmt.args[1], stmt), stmt.args[1], stmt)
-            sec = self.sections.get(self.symbols[name].section or "")
-            sizes[name] = v * 8 if sec is not None and sec.space == "IRAM" else v
+            home = self.sections.get(self.symbols[name].section or "")
+            sizes[name] = v * 8 if home is not None and home.space == "IRAM" else v
         # data labels without .size extend to the next label of their section (or its end)
         by_section: dict[str, list[int]] = {}
         for sym in self.symbols.values():
             if sym.section is not None:
                 by_section.setdefault(sym.section, []).append(sym.offset)
         for sym in self.symbols.values():
-            sec = self.sections.get(sym.section or "")
-            if sec is None or sec.space == "IRAM" or sym.name in sizes:
+            home = self.sections.get(sym.section or "")
+            if home is None or home.space == "IRAM" or sym.name in sizes:
                 continue
-            later = [o for o in by_section[sec.name] if o > sym.offset]
-            sizes[sym.name] = min(later, default=sec.size) - sym.offset
+            later = [o for o in by_section[home.name] if o > sym.offset]
+            sizes[sym.name] = min(later, default=home.size) - sym.offset
         for name, stmt in self.globals.items():
             if name not in self.symbols:
                 raise self.err(f"global symbol {name!r} is not defined", stmt.line, stmt.col)
@@ -882,7 +892,7 @@ def _build_candidates() -> dict[str, list[tuple[bool, int]]]:
 
 #: keyword -> (is alias, index) in trial order: the keyword's own signatures, then aliases
 _CANDIDATES: Final = _build_candidates()
-assert NFIELDS == len(FIELD_NAMES)
+assert len(FIELD_NAMES) == NFIELDS
 
 
 def assemble_program(text: str, chip: str = "v1B", *, source: str = "<asm>") -> Assembly:

@@ -100,7 +100,9 @@ def _build_buckets() -> tuple[tuple[int, ...], ...]:
 #: candidate signatures per first-level key
 BUCKETS: Final = _build_buckets()
 _COND_OK: Final = tuple(sum(1 << c for c, _ in m) for m in T.CONDITION_MAPS)
-_SIG_BY_NAME: Final = {f"{k}:{f}": i for i, (k, f) in enumerate(zip(T.SIG_KEYWORD, T.SIG_FORM))}
+_SIG_BY_NAME: Final = {
+    f"{k}:{f}": i for i, (k, f) in enumerate(zip(T.SIG_KEYWORD, T.SIG_FORM, strict=True))
+}
 
 
 def signature_index(name: str) -> int:

@@ -86,6 +86,14 @@ def generate(spec: dict[str, Any]) -> str:
     w("# ruff: noqa: E501")
     w('"""DPU instruction-set tables: flat tuples of ints and strings, one entry per signature."""')
     w("")
+    w("Piece = tuple[int, int, int]")
+    w("FieldRow = tuple[int, int, int, tuple[Piece, ...], int, int, int]")
+    w("OperandRow = tuple[str, int, int, int, int, int, int, int, int, int, int]")
+    w(
+        "SugarRow = tuple[str, str, int, int, int, tuple[tuple[int, int], ...], "
+        "tuple[OperandRow, ...], int]"
+    )
+    w("")
     w(f"NOTICE = {notice!r}")
     w(f"SOURCE = {spec['metadata']['source']['sdk']!r}")
     w("")
@@ -96,7 +104,7 @@ def generate(spec: dict[str, Any]) -> str:
     w(f"CONDITION_NAMES = {tuple(names)!r}")
     w(f"CONDITION_MAP_NAMES = {tuple(maps)!r}")
     w("#: per map: ((code, index into CONDITION_NAMES), ...), by code")
-    w("CONDITION_MAPS = (")
+    w("CONDITION_MAPS: tuple[tuple[tuple[int, int], ...], ...] = (")
     for m in maps:
         entries = tuple(
             (int(c), names.index(n))
@@ -108,7 +116,7 @@ def generate(spec: dict[str, Any]) -> str:
     w(f"CONSTANT_REGISTERS = {consts!r}")
     chips = spec["machine"]["chips"]
     w("#: chip -> (threads, IRAM instructions, WRAM bytes, MHz, user mutexes)")
-    w("CHIPS = {")
+    w("CHIPS: dict[str, tuple[int, int, int, int, int]] = {")
     for chip in sorted(chips):
         c = chips[chip]
         row = (
@@ -125,15 +133,15 @@ def generate(spec: dict[str, Any]) -> str:
     w(f"MNEMONICS = {tuple(mnemonics)!r}")
     w("")
 
-    def column(name: str, comment: str, values: list[Any]) -> None:
+    def column(name: str, comment: str, values: list[Any], typ: str = "int") -> None:
         w(f"#: {comment}")
-        w(f"{name} = (")
+        w(f"{name}: tuple[{typ}, ...] = (")
         for sig, v in zip(sigs, values, strict=True):
             w(f"    {v!r},  # {sig}")
         w(")")
 
-    column("SIG_KEYWORD", "assembler keyword", [i["keyword"] for i in instructions])
-    column("SIG_FORM", "operand form", [i["form"] for i in instructions])
+    column("SIG_KEYWORD", "assembler keyword", [i["keyword"] for i in instructions], "str")
+    column("SIG_FORM", "operand form", [i["form"] for i in instructions], "str")
     column(
         "SIG_FAMILY",
         "semantic family: index into MNEMONICS (the operation, whatever the form)",
@@ -161,13 +169,17 @@ def generate(spec: dict[str, Any]) -> str:
     )
     column(
         "SIG_FIELDS",
-        "((field, width, allowed bitmap or -1, ((word_lsb, field_lsb, width), ...), implicit value or -1, always-zero bits, replicated), ...)",
+        "((field, width, allowed bitmap or -1, ((word_lsb, field_lsb, width), ...), "
+        "implicit value or -1, always-zero bits, replicated), ...)",
         [_fields(i["fields"]) for i in instructions],
+        "tuple[FieldRow, ...]",
     )
     column(
         "SIG_OPERANDS",
-        "((name, kind, field or -1, bits, signed, ro_allowed, pair, safe, cond map or -1, implicit code or -1, constant register or -1), ...) in syntax order",
+        "((name, kind, field or -1, bits, signed, ro_allowed, pair, safe, cond map or -1, "
+        "implicit code or -1, constant register or -1), ...) in syntax order",
         [tuple(_operand(o, maps, const_codes) for o in i["operands"]) for i in instructions],
+        "tuple[OperandRow, ...]",
     )
     column(
         "SIG_CONSTRAINTS",
@@ -179,6 +191,7 @@ def generate(spec: dict[str, Any]) -> str:
             )
             for i in instructions
         ],
+        "tuple[tuple[int, int, int], ...]",
     )
     column(
         "SIG_SUGARS",
@@ -187,19 +200,21 @@ def generate(spec: dict[str, Any]) -> str:
             tuple(sugar_ids[s + "->" + i["signature"]] for s in i.get("sugars", ()))
             for i in instructions
         ],
+        "tuple[int, ...]",
     )
     w("")
     w(
-        "#: aliases: (keyword, form, target signature, when mask, when value, ((field, value), ...), operands as SIG_OPERANDS, documented)"
+        "#: aliases: (keyword, form, target signature, when mask, when value, "
+        "((field, value), ...), operands as SIG_OPERANDS, documented)"
     )
-    w("SUGARS = (")
+    w("SUGARS: tuple[SugarRow, ...] = (")
     for s in sugars:
         keyword, form = s["signature"].split(":")
         implied = tuple(
             sorted((FIELD_NAMES.index(k), int(v)) for k, v in s["implied_fields"].items())
         )
         ops = tuple(_operand(o, maps, const_codes) for o in s["operands"])
-        row = (
+        srow = (
             keyword,
             form,
             sigs.index(s["target"]),
@@ -209,7 +224,7 @@ def generate(spec: dict[str, Any]) -> str:
             ops,
             int(s["documented"]),
         )
-        w(f"    {row!r},")
+        w(f"    {srow!r},")
     w(")")
     return "\n".join(out) + "\n"
 

@@ -12,6 +12,11 @@
 # ruff: noqa: E501
 """DPU instruction-set tables: flat tuples of ints and strings, one entry per signature."""
 
+Piece = tuple[int, int, int]
+FieldRow = tuple[int, int, int, tuple[Piece, ...], int, int, int]
+OperandRow = tuple[str, int, int, int, int, int, int, int, int, int, int]
+SugarRow = tuple[str, str, int, int, int, tuple[tuple[int, int], ...], tuple[OperandRow, ...], int]
+
 NOTICE = 'Copyright 2020 UPMEM. All rights reserved.\nUse of this source code is governed by a BSD-style license that can be\nfound in the LICENSE file.'
 SOURCE = 'UPMEM DPU SDK 2025.1.0'
 
@@ -26,7 +31,7 @@ KIND_ENDIAN = 5
 CONDITION_NAMES = ('c', 'e', 'false', 'ges', 'geu', 'gts', 'gtu', 'large', 'les', 'leu', 'lts', 'ltu', 'max', 'mi', 'nc', 'nc10', 'nc11', 'nc12', 'nc13', 'nc14', 'nc5', 'nc6', 'nc7', 'nc8', 'nc9', 'nmax', 'nov', 'nsh32', 'nz', 'o', 'ov', 'pl', 'se', 'sh32', 'small', 'smi', 'snz', 'so', 'spl', 'sz', 'true', 'xgts', 'xgtu', 'xles', 'xleu', 'xnz', 'xz', 'z')
 CONDITION_MAP_NAMES = ('acquire_cc', 'add_nz_cc', 'boot_cc', 'const_cc_ge0', 'const_cc_geu', 'const_cc_zero', 'count_nz_cc', 'div_cc', 'div_nz_cc', 'ext_sub_set_cc', 'false_cc', 'imm_shift_nz_cc', 'log_nz_cc', 'log_set_cc', 'mul_nz_cc', 'no_cc', 'release_cc', 'shift_nz_cc', 'sub_nz_cc', 'sub_set_cc', 'true_cc', 'true_false_cc')
 #: per map: ((code, index into CONDITION_NAMES), ...), by code
-CONDITION_MAPS = (
+CONDITION_MAPS: tuple[tuple[tuple[int, int], ...], ...] = (
     ((1, 40), (2, 47), (3, 28)),  # acquire_cc
     ((1, 40), (2, 47), (3, 28), (4, 46), (5, 45), (8, 31), (9, 13), (12, 39), (13, 36), (14, 38), (15, 35), (18, 30), (19, 26), (20, 0), (21, 14), (22, 20), (23, 21), (24, 22), (25, 23), (26, 24), (27, 15), (28, 16), (29, 17), (30, 18), (31, 19)),  # add_nz_cc
     ((0, 2), (1, 40), (2, 47), (3, 28), (4, 46), (5, 45), (12, 39), (13, 36), (14, 38), (15, 35)),  # boot_cc
@@ -52,7 +57,7 @@ CONDITION_MAPS = (
 )
 CONSTANT_REGISTERS = (('zero', 24), ('one', 25), ('lneg', 26), ('mneg', 27), ('id', 28), ('id2', 29), ('id4', 30), ('id8', 31))
 #: chip -> (threads, IRAM instructions, WRAM bytes, MHz, user mutexes)
-CHIPS = {
+CHIPS: dict[str, tuple[int, int, int, int, int]] = {
     'v1A': (24, 4096, 65536, 350, 56),
     'v1B': (16, 3968, 63488, 400, 64),
 }
@@ -61,7 +66,7 @@ ATOMIC_BITS = 256
 MNEMONICS = ('acquire', 'add', 'addc', 'and', 'andn', 'asr', 'boot', 'call', 'cao', 'clo', 'clr_run', 'cls', 'clz', 'cmpb4', 'div_step', 'extsb', 'extsh', 'extub', 'extuh', 'fault', 'hash', 'lbs', 'lbu', 'ld', 'ldma', 'ldmai', 'lhs', 'lhu', 'lsl', 'lsl1', 'lsl1x', 'lsl_add', 'lsl_sub', 'lslx', 'lsr', 'lsr1', 'lsr1x', 'lsr_add', 'lsrx', 'lw', 'movd', 'mul_sh_sh', 'mul_sh_sl', 'mul_sh_uh', 'mul_sh_ul', 'mul_sl_sh', 'mul_sl_sl', 'mul_sl_uh', 'mul_sl_ul', 'mul_step', 'mul_uh_uh', 'mul_uh_ul', 'mul_ul_uh', 'mul_ul_ul', 'nand', 'nop', 'nor', 'nxor', 'or', 'orn', 'read_run', 'release', 'resume', 'rol', 'rol_add', 'ror', 'rsub', 'rsubc', 'sats', 'sb', 'sb_id', 'sd', 'sd_id', 'sdma', 'sh', 'sh_id', 'stop', 'sub', 'subc', 'sw', 'sw_id', 'swapd', 'tell', 'time', 'time_cfg', 'xor')
 
 #: assembler keyword
-SIG_KEYWORD = (
+SIG_KEYWORD: tuple[str, ...] = (
     'acquire',  # acquire:rici
     'add.s',  # add.s:rri
     'add.s',  # add.s:rric
@@ -1037,7 +1042,7 @@ SIG_KEYWORD = (
     'xor',  # xor:zrrci
 )
 #: operand form
-SIG_FORM = (
+SIG_FORM: tuple[str, ...] = (
     'rici',  # acquire:rici
     'rri',  # add.s:rri
     'rric',  # add.s:rric
@@ -2013,7 +2018,7 @@ SIG_FORM = (
     'zrrci',  # xor:zrrci
 )
 #: semantic family: index into MNEMONICS (the operation, whatever the form)
-SIG_FAMILY = (
+SIG_FAMILY: tuple[int, ...] = (
     0,  # acquire:rici
     1,  # add.s:rri
     1,  # add.s:rric
@@ -2989,7 +2994,7 @@ SIG_FAMILY = (
     85,  # xor:zrrci
 )
 #: 1 if the SDK documents the form
-SIG_DOCUMENTED = (
+SIG_DOCUMENTED: tuple[int, ...] = (
     1,  # acquire:rici
     1,  # add.s:rri
     1,  # add.s:rric
@@ -3965,7 +3970,7 @@ SIG_DOCUMENTED = (
     1,  # xor:zrrci
 )
 #: fixed bits mask
-SIG_MASK = (
+SIG_MASK: tuple[int, ...] = (
     277091962585088,  # acquire:rici
     247252677361664,  # add.s:rri
     224867072868352,  # add.s:rric
@@ -4941,7 +4946,7 @@ SIG_MASK = (
     259488786481152,  # xor:zrrci
 )
 #: fixed bits value
-SIG_VALUE = (
+SIG_VALUE: tuple[int, ...] = (
     136354474229760,  # acquire:rici
     962072674304,  # add.s:rri
     84125557981184,  # add.s:rric
@@ -5917,7 +5922,7 @@ SIG_VALUE = (
     153934857502720,  # xor:zrrci
 )
 #: bits the decoder ignores (encoders write 0)
-SIG_IGNORED = (
+SIG_IGNORED: tuple[int, ...] = (
     0,  # acquire:rici
     0,  # add.s:rri
     0,  # add.s:rric
@@ -6893,7 +6898,7 @@ SIG_IGNORED = (
     21440476741632,  # xor:zrrci
 )
 #: flags written: bit 0 = ZF, bit 1 = CF
-SIG_FLAGS = (
+SIG_FLAGS: tuple[int, ...] = (
     1,  # acquire:rici
     3,  # add.s:rri
     3,  # add.s:rric
@@ -7869,7 +7874,7 @@ SIG_FLAGS = (
     1,  # xor:zrrci
 )
 #: ((field, width, allowed bitmap or -1, ((word_lsb, field_lsb, width), ...), implicit value or -1, always-zero bits, replicated), ...)
-SIG_FIELDS = (
+SIG_FIELDS: tuple[tuple[FieldRow, ...], ...] = (
     ((1, 5, -1, ((34, 0, 5),), -1, 0, 0), (5, 2, 14, ((24, 0, 2),), -1, 0, 0), (6, 16, -1, ((20, 0, 4), (16, 4, 4), (26, 8, 5), (39, 13, 3)), -1, 0, 0), (8, 16, -1, ((0, 0, 16),), -1, 0, 0)),  # acquire:rici
     ((2, 5, 16777215, ((17, 0, 3), (32, 3, 2)), -1, 0, 0), (3, 5, 5592405, ((40, 1, 4),), -1, 1, 0), (6, 32, -1, ((20, 0, 4), (34, 4, 3), (44, 7, 1), (15, 8, 1), (14, 9, 1), (13, 10, 1), (12, 11, 1), (0, 12, 12), (24, 24, 8)), -1, 0, 0)),  # add.s:rri
     ((1, 5, -1, ((34, 0, 5),), -1, 0, 0), (3, 5, 5592405, ((40, 1, 2), (44, 3, 2)), -1, 1, 0), (5, 5, 3264, ((24, 0, 5),), -1, 0, 0), (6, 24, -1, ((20, 0, 4), (16, 4, 4), (15, 8, 1), (14, 9, 1), (13, 10, 1), (12, 11, 1), (0, 12, 12)), -1, 0, 0)),  # add.s:rric
@@ -8845,7 +8850,7 @@ SIG_FIELDS = (
     ((1, 5, -1, ((34, 0, 5),), -1, 0, 0), (2, 5, 16777215, ((17, 0, 3), (32, 3, 2)), -1, 0, 0), (5, 4, 62270, ((24, 0, 4),), -1, 0, 0), (8, 16, -1, ((0, 0, 16),), -1, 0, 0)),  # xor:zrrci
 )
 #: ((name, kind, field or -1, bits, signed, ro_allowed, pair, safe, cond map or -1, implicit code or -1, constant register or -1), ...) in syntax order
-SIG_OPERANDS = (
+SIG_OPERANDS: tuple[tuple[OperandRow, ...], ...] = (
     (('ra', 0, 1, 32, 0, 1, 0, 0, -1, -1, -1), ('imm', 1, 6, 16, 1, 0, 0, 0, -1, -1, -1), ('acquire_cc', 3, 5, 0, 0, 0, 0, 0, 0, -1, -1), ('pc', 2, 8, 16, 0, 0, 0, 0, -1, -1, -1)),  # acquire:rici
     (('dc', 0, 3, 64, 0, 0, 1, 0, -1, -1, -1), ('rb', 0, 2, 32, 0, 0, 0, 0, -1, -1, -1), ('imm', 1, 6, 32, 0, 0, 0, 0, -1, -1, -1)),  # add.s:rri
     (('dc', 0, 3, 64, 0, 0, 1, 0, -1, -1, -1), ('ra', 0, 1, 32, 0, 1, 0, 0, -1, -1, -1), ('imm', 1, 6, 24, 1, 0, 0, 0, -1, -1, -1), ('log_set_cc', 3, 5, 0, 0, 0, 0, 0, 13, -1, -1)),  # add.s:rric
@@ -9821,7 +9826,7 @@ SIG_OPERANDS = (
     (('zero', 4, -1, 0, 0, 0, 0, 0, -1, -1, 24), ('ra', 0, 1, 32, 0, 1, 0, 0, -1, -1, -1), ('rb', 0, 2, 32, 0, 0, 0, 0, -1, -1, -1), ('log_nz_cc', 3, 5, 0, 0, 0, 0, 0, 12, -1, -1), ('pc', 2, 8, 16, 0, 0, 0, 0, -1, -1, -1)),  # xor:zrrci
 )
 #: ((word_lsb, width, allowed bitmap), ...): non-field bit groups with restricted values
-SIG_CONSTRAINTS = (
+SIG_CONSTRAINTS: tuple[tuple[tuple[int, int, int], ...], ...] = (
     (),  # acquire:rici
     (),  # add.s:rri
     (),  # add.s:rric
@@ -10797,7 +10802,7 @@ SIG_CONSTRAINTS = (
     (),  # xor:zrrci
 )
 #: aliases of this signature, in the SDK's preference order (indexes into SUGAR_*)
-SIG_SUGARS = (
+SIG_SUGARS: tuple[tuple[int, ...], ...] = (
     (),  # acquire:rici
     (),  # add.s:rri
     (),  # add.s:rric
@@ -11774,7 +11779,7 @@ SIG_SUGARS = (
 )
 
 #: aliases: (keyword, form, target signature, when mask, when value, ((field, value), ...), operands as SIG_OPERANDS, documented)
-SUGARS = (
+SUGARS: tuple[SugarRow, ...] = (
     ('adds', 'rri', 22, 0, 0, (), (('rc', 0, 0, 32, 0, 0, 0, 0, -1, -1, -1), ('ra', 0, 1, 32, 0, 1, 0, 0, -1, -1, -1), ('imm', 1, 6, 17, 1, 0, 0, 0, -1, -1, -1)), 1),
     ('adds', 'rrr', 23, 0, 0, (), (('rc', 0, 0, 32, 0, 0, 0, 0, -1, -1, -1), ('ra', 0, 1, 32, 0, 1, 0, 0, -1, -1, -1), ('rb', 0, 2, 32, 0, 0, 0, 0, -1, -1, -1)), 1),
     ('move.s', 'ri', 57, 532575944704, 446676598784, ((1, 26),), (('dc', 0, 3, 64, 0, 0, 1, 0, -1, -1, -1), ('imm', 1, 6, 32, 0, 0, 0, 0, -1, -1, -1)), 1),
