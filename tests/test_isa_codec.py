@@ -145,3 +145,20 @@ def test_encode_rejects_bad_fields() -> None:
         Instruction.make("nop:", rc=1)
     with pytest.raises(KeyError):
         signature_index("add:xyz")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(0, NSIGS - 1), st.integers(0, 2**32 - 1))
+def test_round_trip_property(sig: int, seed: int) -> None:
+    ins = random_instruction(sig, random.Random(seed))
+    word = encode(ins)
+    got = decode(word)
+    assert got == ins
+    assert encode(got) == word
+    prog = decode_program(np.array([word], np.uint64))
+    assert prog.sig[0] == sig and prog.status[0] == DecodeStatus.OK
+
+
+def test_decode_program_of_an_empty_array() -> None:
+    prog = decode_program(np.zeros(0, np.uint64))
+    assert len(prog) == 0 and prog.values.shape == (0, len(FIELD_NAMES))

@@ -299,6 +299,19 @@ def _keys(words: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
     return k
 
 
+def _flat_buckets() -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    starts = np.zeros(len(BUCKETS) + 1, np.int64)
+    starts[1:] = np.cumsum([len(b) for b in BUCKETS])
+    sigs = np.array([s for b in BUCKETS for s in b], np.int64)
+    counts = np.diff(starts)
+    return starts[:-1], counts, sigs
+
+
+_B_START, _B_COUNT, _B_SIGS = _flat_buckets()
+_MASKS: Final = np.array(T.SIG_MASK, np.uint64)
+_VALUES: Final = np.array(T.SIG_VALUE, np.uint64)
+
+
 def decode_program(words: npt.ArrayLike) -> DecodedProgram:
     """Decode an array of 48-bit words (any integer dtype; bits above 47 make a word
     undecodable) into flat arrays, without a Python loop per word."""
@@ -310,55 +323,58 @@ def decode_program(words: npt.ArrayLike) -> DecodedProgram:
     sig = np.full(n, -1, np.int32)
     status = np.full(n, DecodeStatus.UNDECODABLE, np.int8)
     values = np.zeros((n, NFIELDS), np.int64)
-    in_range = (w >> np.uint64(48)) == 0
+    if n == 0:
+        return DecodedProgram(sig, status, values)
+    # candidates of every word from the first-level table, tested on their fixed bits at once
     keys = _keys(w)
-    for key in np.unique(keys[in_range]):
-        idx = np.nonzero((keys == key) & in_range)[0]
-        for s in BUCKETS[int(key)]:
-            if not len(idx):
-                break
-            sub = w[idx]
-            hit = (sub & np.uint64(T.SIG_MASK[s])) == np.uint64(T.SIG_VALUE[s])
-            raw = np.zeros((len(idx), NFIELDS), np.int64)
-            for fid, _width, allowed, pieces, _imp, _zero, _rep in T.SIG_FIELDS[s]:
-                v = np.zeros(len(idx), np.uint64)
-                for word_lsb, field_lsb, width in pieces:
-                    part = (sub >> np.uint64(word_lsb)) & np.uint64((1 << width) - 1)
-                    v |= part << np.uint64(field_lsb)
-                if allowed >= 0:
-                    hit &= ((np.uint64(allowed) >> (v & np.uint64(63))) & np.uint64(1)) == 1
-                    hit &= v < 64
-                raw[:, fid] = v.astype(np.int64)
-            for lsb, width, allowed in T.SIG_CONSTRAINTS[s]:
-                g = (sub >> np.uint64(lsb)) & np.uint64((1 << width) - 1)
-                hit &= ((np.uint64(allowed) >> g) & np.uint64(1)) == 1
-            if not hit.any():
-                continue
-            rows = idx[hit]
-            r = raw[hit]
-            st = np.full(len(rows), DecodeStatus.OK, np.int8)
-            for op in T.SIG_OPERANDS[s]:
-                kind, fid, bits, signed, cmap = op[1], op[2], op[3], op[4], op[8]
-                if fid < 0:
-                    continue
-                if kind == T.KIND_COND:
-                    bad = (
-                        (np.uint64(_COND_OK[cmap]) >> r[:, fid].astype(np.uint64)) & np.uint64(1)
-                    ) == 0
-                    st[bad & (st == DecodeStatus.OK)] = DecodeStatus.ILLEGAL_CONDITION
-            for fid, width, *_rest in T.SIG_FIELDS[s]:
-                if fid in (F_DC, F_DB) and width == 5:
-                    bad = (r[:, fid] & 1) == 1
-                    st[bad & (st == DecodeStatus.OK)] = DecodeStatus.ILLEGAL_PAIR
-            for op in T.SIG_OPERANDS[s]:
-                kind, fid, bits, signed = op[1], op[2], op[3], op[4]
-                if fid >= 0 and kind == T.KIND_IMM and signed:
-                    col = r[:, fid] & ((1 << bits) - 1)
-                    r[:, fid] = np.where(col >> (bits - 1), col - (1 << bits), col)
-            sig[rows] = s
-            status[rows] = st
-            values[rows] = r
-            idx = idx[~hit]
+    counts = np.where((w >> np.uint64(48)) == 0, _B_COUNT[keys], 0)
+    width = max(int(counts.max()), 1)
+    j = np.arange(width)
+    valid = j[None, :] < counts[:, None]
+    cand = _B_SIGS[np.where(valid, _B_START[keys][:, None] + j[None, :], 0)]
+    hit = valid & ((w[:, None] & _MASKS[cand]) == _VALUES[cand])
+    rows, cols = np.nonzero(hit)
+    pair_sig = cand[rows, cols]
+    # then the field checks, one signature at a time over all its candidate words
+    for s in np.unique(pair_sig).tolist():
+        idx = rows[pair_sig == s]
+        sub = w[idx]
+        ok = np.ones(len(idx), bool)
+        raw = np.zeros((len(idx), NFIELDS), np.int64)
+        for fid, _width, allowed, pieces, _imp, _zero, _rep in T.SIG_FIELDS[s]:
+            v = np.zeros(len(idx), np.uint64)
+            for word_lsb, field_lsb, pwidth in pieces:
+                part = (sub >> np.uint64(word_lsb)) & np.uint64((1 << pwidth) - 1)
+                v |= part << np.uint64(field_lsb)
+            if allowed >= 0:
+                ok &= v < 64
+                ok &= ((np.uint64(allowed) >> (v & np.uint64(63))) & np.uint64(1)) == 1
+            raw[:, fid] = v.astype(np.int64)
+        for lsb, pwidth, allowed in T.SIG_CONSTRAINTS[s]:
+            g = (sub >> np.uint64(lsb)) & np.uint64((1 << pwidth) - 1)
+            ok &= ((np.uint64(allowed) >> g) & np.uint64(1)) == 1
+        if not ok.any():
+            continue
+        idx, r = idx[ok], raw[ok]
+        st = np.full(len(idx), DecodeStatus.OK, np.int8)
+        for op in T.SIG_OPERANDS[s]:
+            kind, fid, cmap = op[1], op[2], op[8]
+            if fid >= 0 and kind == T.KIND_COND:
+                code = r[:, fid].astype(np.uint64)
+                bad = ((np.uint64(_COND_OK[cmap]) >> code) & np.uint64(1)) == 0
+                st[bad & (st == DecodeStatus.OK)] = DecodeStatus.ILLEGAL_CONDITION
+        for fid, fwidth, *_rest in T.SIG_FIELDS[s]:
+            if fid in (F_DC, F_DB) and fwidth == 5:
+                bad = (r[:, fid] & 1) == 1
+                st[bad & (st == DecodeStatus.OK)] = DecodeStatus.ILLEGAL_PAIR
+        for op in T.SIG_OPERANDS[s]:
+            kind, fid, bits, signed = op[1], op[2], op[3], op[4]
+            if fid >= 0 and kind == T.KIND_IMM and signed:
+                col = r[:, fid] & ((1 << bits) - 1)
+                r[:, fid] = np.where(col >> (bits - 1), col - (1 << bits), col)
+        sig[idx] = s
+        status[idx] = st
+        values[idx] = r
     return DecodedProgram(sig, status, values)
 
 
