@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
+from isa_helpers import random_instruction
 
 from aiopim.isa import Instruction, assemble_program, decode_program, encode
 from aiopim.isa import _tables as T
@@ -20,7 +21,6 @@ from aiopim.isa._semantics import (
     execute,
     new_state,
 )
-from isa_helpers import random_instruction
 
 M32 = 0xFFFFFFFF
 
@@ -390,9 +390,7 @@ def test_events(line: str, event: int) -> None:
 def test_every_signature_executes_or_reports() -> None:
     rng = random.Random(11)
     cpu = Cpu()
-    words = []
-    for sig in range(len(T.SIG_KEYWORD)):
-        words.append(encode(random_instruction(sig, rng)))
+    words = [encode(random_instruction(sig, rng)) for sig in range(len(T.SIG_KEYWORD))]
     prog = decode_program(np.array(words, np.uint64))
     seen = set()
     for i in range(len(words)):
@@ -408,3 +406,26 @@ def test_every_signature_executes_or_reports() -> None:
         assert cpu.zf[0] in (0, 1) and cpu.cf[0] in (0, 1)
     assert seen == {EV_OK, EV_EXTERNAL, EV_MEMORY_FAULT, EV_UNIMPLEMENTED}
     assert Instruction.make("nop:").keyword == "nop"
+
+
+@pytest.mark.long
+def test_numba_compiled_execute_agrees() -> None:
+    from aiopim.isa._semantics import compile_execute
+
+    fast = compile_execute()
+    rng = random.Random(12)
+    words = [encode(random_instruction(s, rng)) for s in range(len(T.SIG_KEYWORD))]
+    prog = decode_program(np.array(words, np.uint64))
+    a, b = Cpu(), Cpu()
+    for i in range(len(words)):
+        init = [rng.getrandbits(32) for _ in range(24)]
+        results = []
+        for cpu, fn in ((a, execute), (b, fast)):
+            cpu.regs[0] = init
+            cpu.pcs[0] = 10
+            results.append(
+                fn(int(prog.sig[i]), prog.values[i], 0, cpu.regs, cpu.pcs, cpu.zf, cpu.cf, cpu.wram)
+            )
+        assert results[0] == results[1]
+        assert (a.regs == b.regs).all() and (a.pcs == b.pcs).all()
+        assert (a.zf == b.zf).all() and (a.cf == b.cf).all() and (a.wram == b.wram).all()

@@ -30,13 +30,15 @@ Readings the instruction tables leave open, and the choice made here:
 * ``mul_step`` jumps on ``x = dbe >> 1``; ``div_step`` tests its ``s*`` conditions on ``ra``.
 * Conditions see the flags before the instruction writes them.
 
-Only int64 arithmetic and array indexing are used (no Python objects), so the functions are
-numba-compatible as written.
+Only integer arithmetic and array indexing are used (no Python objects), so the functions are
+numba-compatible as written; :func:`compile_execute` returns the compiled :func:`execute`.
 """
 
 from __future__ import annotations
 
-from typing import Final
+import types
+from collections.abc import Callable
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -50,6 +52,7 @@ __all__ = [
     "EV_OK",
     "EV_UNIMPLEMENTED",
     "OPS",
+    "compile_execute",
     "execute",
     "new_state",
 ]
@@ -146,6 +149,13 @@ K_ALU2, K_ALU1, K_SHIFT_ADD, K_LOAD, K_STORE, K_MOVD, K_SWAPD, K_CALL = range(8)
 K_NOP, K_MUL_STEP, K_DIV_STEP, K_EXTERNAL, K_UNIMPLEMENTED = range(8, 13)
 
 F = {name: i for i, name in enumerate(FIELD_NAMES)}
+FI_CC: Final = F["cc"]
+FI_DB: Final = F["db"]
+FI_ENDIAN: Final = F["endian"]
+FI_OFF: Final = F["off"]
+FI_RA: Final = F["ra"]
+FI_RB: Final = F["rb"]
+FI_SHIFT: Final = F["shift"]
 _COND_NAME_ID: Final = {n: i for i, n in enumerate(T.CONDITION_NAMES)}
 
 
@@ -652,7 +662,7 @@ def execute(
     dreg = int(values[dest]) if dest >= 0 else -1
     pair, ext = int(PAIR[sig]), int(EXT[sig])
     cmap, cmode = int(COND[sig]), int(CMODE[sig])
-    cname = int(COND_NAME[cmap, int(values[F["cc"]])]) if cmap >= 0 and cmode > 0 else -1
+    cname = int(COND_NAME[cmap, int(values[FI_CC])]) if cmap >= 0 and cmode > 0 else -1
     target = int(values[PCF[sig]]) if PCF[sig] >= 0 else 0
 
     if kind in (K_ALU2, K_ALU1):
@@ -681,9 +691,9 @@ def execute(
         if dreg < 0 and cmode != 2:  # the zrri form has no effect
             pcs[tid] = nxt
             return EV_OK
-        b = read_reg(regs, tid, int(values[F["rb"]]))
-        a = read_reg(regs, tid, int(values[F["ra"]]))
-        n = int(values[F["shift"]]) & 31
+        b = read_reg(regs, tid, int(values[FI_RB]))
+        a = read_reg(regs, tid, int(values[FI_RA]))
+        n = int(values[FI_SHIFT]) & 31
         if op == O_LSR_ADD:
             shifted = a >> n
         elif op == O_ROL_ADD:
@@ -699,11 +709,11 @@ def execute(
         return EV_OK
     if kind in (K_LOAD, K_STORE):
         size = int(SIZE[sig])
-        base = read_reg(regs, tid, int(values[F["ra"]]))
-        addr = (base + int(values[F["off"]])) & M32
+        base = read_reg(regs, tid, int(values[FI_RA]))
+        addr = (base + int(values[FI_OFF])) & M32
         if addr + size > len(wram) or addr % size:
             return EV_MEMORY_FAULT
-        big = int(values[F["endian"]])
+        big = int(values[FI_ENDIAN])
         if kind == K_LOAD:
             if size == 8:
                 lo_first = _load(wram, addr, 4, 0), _load(wram, addr + 4, 4, 0)
@@ -743,7 +753,7 @@ def execute(
         pcs[tid] = nxt
         return EV_OK
     if kind in (K_MOVD, K_SWAPD):
-        code = int(values[F["db"]])
+        code = int(values[FI_DB])
         hi, lo = int(regs[tid, code]), int(regs[tid, code + 1])
         if kind == K_SWAPD:
             hi, lo = lo, hi
@@ -752,19 +762,19 @@ def execute(
         pcs[tid] = target if taken else nxt
         return EV_OK
     if kind == K_CALL:
-        a = read_reg(regs, tid, int(values[F["ra"]]))
-        off = read_reg(regs, tid, int(values[F["rb"]])) if s2 >= 0 and s2 == F["rb"] else 0
-        if s2 < 0 or s2 != F["rb"]:
-            off = int(values[F["off"]])
+        a = read_reg(regs, tid, int(values[FI_RA]))
+        off = read_reg(regs, tid, int(values[FI_RB])) if s2 >= 0 and s2 == FI_RB else 0
+        if s2 < 0 or s2 != FI_RB:
+            off = int(values[FI_OFF])
         if dreg >= 0:
             regs[tid, dreg] = nxt
         pcs[tid] = (a + off) & M32
         return EV_OK
     if kind == K_MUL_STEP:
-        db = int(values[F["db"]])
+        db = int(values[FI_DB])
         dbe, dbo = int(regs[tid, db]), int(regs[tid, db + 1])
-        ra = read_reg(regs, tid, int(values[F["ra"]]))
-        n = int(values[F["shift"]]) & 31
+        ra = read_reg(regs, tid, int(values[FI_RA]))
+        n = int(values[FI_SHIFT]) & 31
         x = dbe >> 1
         lo = (dbo + ((ra << n) & M32)) & M32 if dbe & 1 else dbo
         regs[tid, dreg], regs[tid, dreg + 1] = x, lo
@@ -773,10 +783,10 @@ def execute(
         pcs[tid] = target if taken else nxt
         return EV_OK
     if kind == K_DIV_STEP:
-        db = int(values[F["db"]])
+        db = int(values[FI_DB])
         dbe, dbo = int(regs[tid, db]), int(regs[tid, db + 1])
-        ra = read_reg(regs, tid, int(values[F["ra"]]))
-        d = (ra << (int(values[F["shift"]]) & 31)) & M32
+        ra = read_reg(regs, tid, int(values[FI_RA]))
+        d = (ra << (int(values[FI_SHIFT]) & 31)) & M32
         if dbo >= d:
             hi, lo = ((dbe << 1) | 1) & M32, dbo - d
         else:
@@ -787,3 +797,35 @@ def execute(
         return EV_OK
     pcs[tid] = nxt  # nop, tell
     return EV_OK
+
+
+_HELPERS: Final = (
+    "read_reg",
+    "_src",
+    "_clz",
+    "_popcount",
+    "condition",
+    "_alu2",
+    "_alu1",
+    "_write",
+    "_load",
+    "_store",
+    "execute",
+)
+
+
+def compile_execute() -> Callable[..., int]:
+    """:func:`execute` compiled with numba (nopython), same arguments and result.
+
+    The module's functions are rebuilt over a private copy of its globals in which every
+    helper is the compiled one; the module itself is untouched. Compiling takes seconds.
+    """
+    import numba
+
+    ns: dict[str, Any] = dict(globals())
+    for name in _HELPERS:
+        fn = globals()[name]
+        clone = types.FunctionType(fn.__code__, ns, fn.__name__, fn.__defaults__)
+        ns[name] = numba.njit(clone)
+    compiled: Callable[..., int] = ns["execute"]
+    return compiled
