@@ -256,3 +256,16 @@ def test_text_padding_uses_nop_and_exact_spelling_is_accepted() -> None:
     nop = encode(Instruction.make("nop:"))
     assert words[:4] == [nop, nop, nop, nop]
     assert decode(words[4]).signature == "add:rri"  # type: ignore[union-attr]
+
+
+def test_bootstrap_section_goes_first_in_iram() -> None:
+    src = """
+        .text
+    main:   nop
+        .section .text.__bootstrap,"ax",@progbits
+    __bootstrap:
+        jump main
+    """
+    asm = assemble_program(src)
+    assert asm.symbols["__bootstrap"] == 0x80000000 and asm.symbols["main"] == 0x80000008
+    assert decode(asm.text[0]).values()["off"] == 1  # type: ignore[union-attr]

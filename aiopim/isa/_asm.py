@@ -564,7 +564,7 @@ class _Assembler:
                 return 1
             if s.space == "MRAM":
                 return 1 if n.startswith(".mram.noinit") else 2
-            return 1
+            return 0 if n == ".text.__bootstrap" else 1  # the bootstrap is IRAM index 0
 
         for sec in sorted(self.sections.values(), key=rank):  # stable: first use order
             order[sec.space].append(sec)
@@ -616,13 +616,8 @@ class _Assembler:
                     STT_OBJECT,
                 )
             )
-        mram_sec = next((s for s in self.sections.values() if s.space == "MRAM"), None)
-        if mram_sec is None:
-            mram_name = ".mram.noinit"
-        else:
-            mram_name = max(
-                (s for s in self.sections.values() if s.space == "MRAM"), key=lambda s: s.address
-            ).name
+        mram_secs = [s for s in self.sections.values() if s.space == "MRAM"]
+        mram_name = max(mram_secs, key=lambda s: s.address).name if mram_secs else ".mram.noinit"
         self.runtime_syms.append(
             ("__sys_used_mram_end", MRAM_BIT + self.mram_end, 0, mram_name, STT_NOTYPE)
         )
@@ -782,6 +777,30 @@ class _Assembler:
         return n
 
     # -- output -----------------------------------------------------------------------------------
+    def _symbol_sizes(self) -> dict[str, int]:
+        """``st_size`` of the program's labels: ``.size`` (bytes; instructions in ``.text``), or
+        for data labels the distance to the next label of their section (or its end)."""
+        sizes: dict[str, int] = {}
+        for stmt in self.sizes:
+            name = stmt.args[0].text
+            if name not in self.symbols:
+                raise self.err(f".size of undefined symbol {name!r}", stmt.line, stmt.args[0].col)
+            v = self._eval(self._parse(stmt.args[1], stmt), stmt.args[1], stmt)
+            home = self.sections.get(self.symbols[name].section or "")
+            sizes[name] = v * 8 if home is not None and home.space == "IRAM" else v
+        # data labels without .size extend to the next label of their section (or its end)
+        by_section: dict[str, list[int]] = {}
+        for sym in self.symbols.values():
+            if sym.section is not None:
+                by_section.setdefault(sym.section, []).append(sym.offset)
+        for sym in self.symbols.values():
+            home = self.sections.get(sym.section or "")
+            if home is None or home.space == "IRAM" or sym.name in sizes:
+                continue
+            later = [o for o in by_section[home.name] if o > sym.offset]
+            sizes[sym.name] = min(later, default=home.size) - sym.offset
+        return sizes
+
     def elf(self) -> Assembly:
         w = ElfWriter(chip=self.chip)
         text_words: list[int] = []
@@ -831,26 +850,7 @@ class _Assembler:
             if name not in self.symbols:
                 w.symbol(name, value, 0, section="ABS", bind=STB_GLOBAL, type=STT_NOTYPE)
                 addresses[name] = value
-        # program symbols
-        sizes: dict[str, int] = {}
-        for stmt in self.sizes:
-            name = stmt.args[0].text
-            if name not in self.symbols:
-                raise self.err(f".size of undefined symbol {name!r}", stmt.line, stmt.args[0].col)
-            v = self._eval(self._parse(stmt.args[1], stmt), stmt.args[1], stmt)
-            home = self.sections.get(self.symbols[name].section or "")
-            sizes[name] = v * 8 if home is not None and home.space == "IRAM" else v
-        # data labels without .size extend to the next label of their section (or its end)
-        by_section: dict[str, list[int]] = {}
-        for sym in self.symbols.values():
-            if sym.section is not None:
-                by_section.setdefault(sym.section, []).append(sym.offset)
-        for sym in self.symbols.values():
-            home = self.sections.get(sym.section or "")
-            if home is None or home.space == "IRAM" or sym.name in sizes:
-                continue
-            later = [o for o in by_section[home.name] if o > sym.offset]
-            sizes[sym.name] = min(later, default=home.size) - sym.offset
+        sizes = self._symbol_sizes()
         for name, stmt in self.globals.items():
             if name not in self.symbols:
                 raise self.err(f"global symbol {name!r} is not defined", stmt.line, stmt.col)
