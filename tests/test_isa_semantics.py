@@ -375,7 +375,6 @@ def test_div_step_sequence_divides() -> None:
         ("fault 2", EV_EXTERNAL),
         ("time r0", EV_EXTERNAL),
         ("hash r0, r1, r2", EV_UNIMPLEMENTED),
-        ("adds r0, r1, 4", EV_UNIMPLEMENTED),
         ("nop", EV_OK),
     ],
 )
@@ -429,3 +428,25 @@ def test_numba_compiled_execute_agrees() -> None:
         assert results[0] == results[1]
         assert (a.regs == b.regs).all() and (a.pcs == b.pcs).all()
         assert (a.zf == b.zf).all() and (a.cf == b.cf).all() and (a.wram == b.wram).all()
+
+
+def test_safe_register_arithmetic() -> None:
+    cpu = Cpu(tid=2).set(r1=0x0010_0100)
+    assert cpu.run("adds r0, r1, 4", pc=3) == EV_OK
+    assert cpu.r(0) == 0x0010_0104 and cpu.pc == 4
+    cpu.set(r1=0xFFFE)
+    assert cpu.run("adds r0, r1, 4", pc=3) == EV_MEMORY_FAULT
+    assert cpu.r(0) == (0x1_0002 & 0xFFFFFF) | (2 << 25) and cpu.pc == 3
+    cpu.set(r1=0x2, r2=4)
+    assert cpu.run("subs r0, r1, r2") == EV_MEMORY_FAULT  # below address 0
+
+
+def test_safe_register_loads_and_stores_check_the_limit() -> None:
+    cpu = Cpu().set(r1=(0x200 << 16) | 0x100, r2=0xABCD)
+    assert cpu.run("sws r1, 4, r2") == EV_OK
+    assert cpu.run("lws r0, r1, 4") == EV_OK and cpu.r(0) == 0xABCD
+    cpu.set(r1=(0x108 << 16) | 0x100)
+    assert cpu.run("lws r3, r1, 4", pc=6) == EV_MEMORY_FAULT  # 0x104 + 4 reaches the limit
+    assert cpu.r(3) == 0xABCD and cpu.pc == 6  # the access happened, then the fault
+    cpu.set(r1=(0x101 << 16) | 0x100)
+    assert cpu.run("sbs r1, 0, 5") == EV_OK and cpu.wram[0x100] == 5  # bytes: no size term

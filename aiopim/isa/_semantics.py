@@ -13,9 +13,11 @@ State of a DPU, all flat arrays so that the code can be compiled with numba late
 * ``EV_EXTERNAL``: the instruction acts outside the thread (``acquire release boot resume stop
   clr_run read_run ldma ldmai sdma fault time time_cfg``); nothing was changed, the caller
   (the scheduler, which owns atomic bits, threads, DMA and time) carries it out;
-* ``EV_MEMORY_FAULT``: a WRAM access outside WRAM or not aligned to its size; nothing changed;
-* ``EV_UNIMPLEMENTED``: ``hash``, ``sats`` (their functions are not described) and the
-  safe-register forms (``ssi sss ersi esir esii``); nothing changed.
+* ``EV_MEMORY_FAULT``: a WRAM access outside WRAM or not aligned to its size (nothing
+  changed), or a safe-register form whose check failed (its result or access happened first,
+  as the instruction describes; the PC stays on the instruction);
+* ``EV_UNIMPLEMENTED``: ``hash`` and ``sats``, whose functions are not described; nothing
+  changed.
 
 Readings the instruction tables leave open, and the choice made here:
 
@@ -29,6 +31,11 @@ Readings the instruction tables leave open, and the choice made here:
 * ``lsl_add`` and its kin set ZF from the shifted value; their ``zrri`` form does nothing.
 * ``mul_step`` jumps on ``x = dbe >> 1``; ``div_step`` tests its ``s*`` conditions on ``ra``.
 * Conditions see the flags before the instruction writes them.
+* Safe registers hold a WRAM address (bits 15..0) and a limit (bits 31..16). ``adds``/``subs``
+  fault when the 16-bit address arithmetic leaves 0..0xFFFF (writing ``result & 0xFFFFFF |
+  id << 25``); safe loads and stores fault when ``address + offset + (size if size > 1 else 0)
+  - limit >= 0``, after accessing the aligned 16-bit address, exactly as the tables' forms
+  describe it.
 
 Only integer arithmetic and array indexing are used (no Python objects), so the functions are
 numba-compatible as written; :func:`compile_execute` returns the compiled :func:`execute`.
@@ -146,7 +153,7 @@ _EXTERNAL: Final = [
 
 # operation classes
 K_ALU2, K_ALU1, K_SHIFT_ADD, K_LOAD, K_STORE, K_MOVD, K_SWAPD, K_CALL = range(8)
-K_NOP, K_MUL_STEP, K_DIV_STEP, K_EXTERNAL, K_UNIMPLEMENTED = range(8, 13)
+K_NOP, K_MUL_STEP, K_DIV_STEP, K_EXTERNAL, K_UNIMPLEMENTED, K_SAFE_ALU, K_SAFE_MEM = range(8, 15)
 
 F = {name: i for i, name in enumerate(FIELD_NAMES)}
 FI_CC: Final = F["cc"]
@@ -182,6 +189,7 @@ def _derive() -> dict[str, npt.NDArray[np.int64]]:
             "signed",
             "id",
             "flags",
+            "isload",
         ]
     }
     for s in range(n):
@@ -192,8 +200,15 @@ def _derive() -> dict[str, npt.NDArray[np.int64]]:
         cols["flags"][s] = T.SIG_FLAGS[s]
         cols["ext"][s] = 1 if kw.endswith(".s") else 2 if kw.endswith(".u") else 0
         safe = any(op[7] for op in ops)
-        if mn in ("hash", "sats") or safe:
+        if mn in ("hash", "sats"):
             kind = K_UNIMPLEMENTED
+        elif safe and mn in ("add", "sub"):
+            kind = K_SAFE_ALU
+        elif safe:
+            kind = K_SAFE_MEM
+            cols["size"][s] = _LOADS[mn][0] if mn in _LOADS else _STORES[mn]
+            cols["signed"][s] = _LOADS[mn][1] if mn in _LOADS else 0
+            cols["isload"][s] = int(mn in _LOADS)
         elif mn in _EXTERNAL:
             kind = K_EXTERNAL
         elif mn in _ALU2:
@@ -220,21 +235,22 @@ def _derive() -> dict[str, npt.NDArray[np.int64]]:
                 "div_step": K_DIV_STEP,
             }[mn]
         cols["kind"][s] = kind
+        store = mn in _STORES
         sources: list[tuple[int, int]] = []
         for k, op in enumerate(ops):
             _name, okind, fid, _bits, _signed, _ro, pair, _safe, cmap, _implicit, _const = op
-            if kind != K_STORE and (
+            if not store and (
                 (okind == T.KIND_REG and fid in (F["rc"], F["dc"]))
                 or (k == 0 and okind == T.KIND_CONST_REG)
             ):
                 cols["dest"][s] = fid  # -1 for the zero destination
                 cols["pair"][s] = pair
-            elif okind == T.KIND_REG and kind == K_STORE and k == len(ops) - 1:
+            elif okind == T.KIND_REG and store and k == len(ops) - 1:
                 sources.append((fid, 0))  # the stored register (or pair)
                 cols["pair"][s] = pair
-            elif okind in (T.KIND_REG, T.KIND_IMM) and kind != K_STORE:
+            elif okind in (T.KIND_REG, T.KIND_IMM) and not store:
                 sources.append((fid, int(okind == T.KIND_IMM)))
-            elif okind == T.KIND_IMM and kind == K_STORE and op[0] == "imm":
+            elif okind == T.KIND_IMM and store and op[0] == "imm":
                 sources.append((fid, 1))
             elif okind == T.KIND_COND:
                 cols["cond"][s] = cmap
@@ -254,7 +270,7 @@ def _derive() -> dict[str, npt.NDArray[np.int64]]:
         cols["srcreg"][s] = F["ra"] if F["ra"] in regs else regs[0] if regs else -1
         if kind in (K_MUL_STEP, K_DIV_STEP) or (kind == K_SHIFT_ADD and F["ra"] in fields):
             cols["srcreg"][s] = F["ra"]
-    for col in ("pair", "ext", "signed", "id"):
+    for col in ("pair", "ext", "signed", "id", "isload"):
         cols[col] = np.maximum(cols[col], 0)
     return cols
 
@@ -277,6 +293,7 @@ SIZE: Final = _P["size"]
 SIGNED: Final = _P["signed"]
 IDSTORE: Final = _P["id"]
 FLAGS: Final = _P["flags"]
+IS_LOAD: Final = _P["isload"]
 #: condition name id of (map, code), -1 where the map has no such code
 COND_NAME: Final = np.full((len(T.CONDITION_MAPS), 64), -1, np.int64)
 for _m, _entries in enumerate(T.CONDITION_MAPS):
@@ -633,6 +650,54 @@ def _store(wram: npt.NDArray[np.uint8], addr: int, size: int, big: int, v: int) 
         wram[addr + i] = (v >> shift) & 0xFF
 
 
+def _access(
+    sig: int,
+    values: npt.NDArray[np.int64],
+    tid: int,
+    regs: npt.NDArray[np.uint32],
+    wram: npt.NDArray[np.uint8],
+    addr: int,
+    load: bool,
+    dreg: int,
+    pair: int,
+    ext: int,
+) -> None:
+    """The WRAM load or store of ``sig`` at ``addr`` (already checked)."""
+    size = int(SIZE[sig])
+    big = int(values[FI_ENDIAN])
+    if load:
+        if size == 8:  # the high word at the lower address in big-endian order
+            first, second = _load(wram, addr, 4, big), _load(wram, addr + 4, 4, big)
+            hi, lo = (first, second) if big else (second, first)
+            regs[tid, dreg] = hi
+            regs[tid, dreg + 1] = lo
+        else:
+            v = _load(wram, addr, size, big)
+            if SIGNED[sig] and v >> (8 * size - 1):
+                v = (v - (1 << (8 * size))) & M32
+            _write(regs, tid, dreg, pair, ext, v, 0)
+        return
+    s1, s2 = int(SRC1[sig]), int(SRC2[sig])
+    fid = s2 if s2 >= 0 else s1
+    imm = int(SRC2IMM[sig]) if s2 >= 0 else int(SRC1IMM[sig])
+    if imm:
+        v = int(values[fid])  # sign-extended immediate
+        if IDSTORE[sig]:
+            v |= tid
+        hi = M32 if v < 0 else 0
+        lo = v & M32
+    elif PAIR[sig]:
+        code = int(values[fid])
+        hi, lo = int(regs[tid, code]), int(regs[tid, code + 1])
+    else:
+        hi, lo = 0, read_reg(regs, tid, int(values[fid]))
+    if size == 8:
+        _store(wram, addr, 4, big, hi if big else lo)
+        _store(wram, addr + 4, 4, big, lo if big else hi)
+    else:
+        _store(wram, addr, size, big, lo)
+
+
 def execute(
     sig: int,
     values: npt.NDArray[np.int64],
@@ -713,43 +778,38 @@ def execute(
         addr = (base + int(values[FI_OFF])) & M32
         if addr + size > len(wram) or addr % size:
             return EV_MEMORY_FAULT
-        big = int(values[FI_ENDIAN])
-        if kind == K_LOAD:
-            if size == 8:
-                lo_first = _load(wram, addr, 4, 0), _load(wram, addr + 4, 4, 0)
-                if big:  # byte-reversed 64-bit value
-                    v = _load(wram, addr, 8, 1)
-                    hi, lo = v >> 32, v & M32
-                else:
-                    lo, hi = lo_first
-                regs[tid, dreg], regs[tid, dreg + 1] = hi, lo
-            else:
-                v = _load(wram, addr, size, big)
-                if SIGNED[sig] and v >> (8 * size - 1):
-                    v = (v - (1 << (8 * size))) & M32
-                _write(regs, tid, dreg, pair, ext, v, 0)
-        else:
-            fid, imm = s2 if s2 >= 0 else s1, int(SRC2IMM[sig] if s2 >= 0 else SRC1IMM[sig])
-            if imm:
-                v = int(values[fid])  # sign-extended immediate
-                if IDSTORE[sig]:
-                    v |= tid
-                hi = M32 if v < 0 else 0
-                lo = v & M32
-            elif pair:
-                code = int(values[fid])
-                hi, lo = int(regs[tid, code]), int(regs[tid, code + 1])
-            else:
-                hi, lo = 0, read_reg(regs, tid, int(values[fid]))
-            if size == 8:
-                full = (hi << 32) | lo
-                if big:
-                    _store(wram, addr, 8, 1, full)
-                else:
-                    _store(wram, addr, 4, 0, lo)
-                    _store(wram, addr + 4, 4, 0, hi)
-            else:
-                _store(wram, addr, size, big, lo)
+        _access(sig, values, tid, regs, wram, addr, kind == K_LOAD, dreg, pair, ext)
+        pcs[tid] = nxt
+        return EV_OK
+    if kind == K_SAFE_MEM:
+        # the register holds an address (bits 15..0) and a limit (bits 31..16)
+        size = int(SIZE[sig])
+        base = read_reg(regs, tid, int(values[FI_RA]))
+        addr = (base & 0xFFFF) + int(values[FI_OFF])
+        over = addr + (size if size > 1 else 0) - (base >> 16)
+        fault = over >= 0
+        if fault:  # the access still happens, at the aligned 16-bit address, then the fault
+            addr = addr & 0xFFFF & ~(size - 1)
+        if addr < 0 or addr + size > len(wram) or addr % size:
+            return EV_MEMORY_FAULT
+        _access(sig, values, tid, regs, wram, addr, bool(IS_LOAD[sig]), dreg, pair, ext)
+        if fault:
+            return EV_MEMORY_FAULT
+        pcs[tid] = nxt
+        return EV_OK
+    if kind == K_SAFE_ALU:
+        a = read_reg(regs, tid, int(values[FI_RA]))
+        b = _src(values, s2, int(SRC2IMM[sig]), regs, tid)
+        x, carry, _ovf, _ncb = _alu2(op, a, b, cin)
+        low = (a & 0xFFFF) + (int(values[s2]) if SRC2IMM[sig] else b) * (1 if op == O_ADD else -1)
+        fault = (low >> 16) != 0
+        if fault:
+            x = (x & 0xFFFFFF) | ((tid << 25) & M32)
+        regs[tid, dreg] = x
+        zf[tid] = 1 if x == 0 else 0
+        cf[tid] = carry
+        if fault:
+            return EV_MEMORY_FAULT
         pcs[tid] = nxt
         return EV_OK
     if kind in (K_MOVD, K_SWAPD):
@@ -810,6 +870,7 @@ _HELPERS: Final = (
     "_write",
     "_load",
     "_store",
+    "_access",
     "execute",
 )
 
