@@ -162,3 +162,38 @@ def test_round_trip_property(sig: int, seed: int) -> None:
 def test_decode_program_of_an_empty_array() -> None:
     prog = decode_program(np.zeros(0, np.uint64))
     assert len(prog) == 0 and prog.values.shape == (0, len(FIELD_NAMES))
+
+
+def _brute_force(word: int) -> list[int]:
+    """Every signature whose fixed bits, allowed field values and constraints accept ``word``
+    (no first-level table)."""
+    out = []
+    for s in range(NSIGS):
+        if word & T.SIG_MASK[s] != T.SIG_VALUE[s]:
+            continue
+        ok = True
+        for _fid, _w, allowed, pieces, _imp, _zero, _rep in T.SIG_FIELDS[s]:
+            v = 0
+            for word_lsb, field_lsb, width in pieces:
+                v |= ((word >> word_lsb) & ((1 << width) - 1)) << field_lsb
+            ok &= allowed < 0 or bool((allowed >> v) & 1) if v < 64 else allowed < 0
+        for lsb, width, allowed in T.SIG_CONSTRAINTS[s]:
+            ok &= bool((allowed >> ((word >> lsb) & ((1 << width) - 1))) & 1)
+        if ok:
+            out.append(s)
+    return out
+
+
+def test_first_level_table_finds_the_only_match() -> None:
+    """Near-valid words (one-bit flips of encoded instructions) and random words: at most one
+    signature accepts each, and decode finds exactly that one."""
+    rng = random.Random(3)
+    words = [rng.getrandbits(48) for _ in range(150)]
+    for sig in rng.sample(range(NSIGS), 150):
+        w = encode(random_instruction(sig, rng))
+        words += [w, w ^ (1 << rng.randrange(48))]
+    for w in words:
+        matches = _brute_force(w)
+        assert len(matches) <= 1
+        ins = decode(w)
+        assert (ins.sig if ins else None) == (matches[0] if matches else None)

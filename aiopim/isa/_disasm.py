@@ -111,7 +111,7 @@ def main_disasm(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("file", help="DPU ELF binary")
     args = ap.parse_args(None if argv is None else list(argv))
-    from .._core._errors import DpuError
+    from .. import DpuError
 
     try:
         print(format_listing(args.file), end="")
