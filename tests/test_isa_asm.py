@@ -269,3 +269,21 @@ def test_bootstrap_section_goes_first_in_iram() -> None:
     asm = assemble_program(src)
     assert asm.symbols["__bootstrap"] == 0x80000000 and asm.symbols["main"] == 0x80000008
     assert decode(asm.text[0]).values()["off"] == 1  # type: ignore[union-attr]
+
+
+def test_listing_marks_undecodable_and_illegal_words() -> None:
+    from aiopim.isa.elfwriter import SHF_ALLOC, SHF_EXECINSTR, ElfWriter
+
+    illegal = encode(Instruction.make("movd:rrci", dc=3, db=4, cc=1, pc=0))
+    good = encode(Instruction.make("nop:"))
+    w = ElfWriter(chip="v1A")
+    code = struct.pack("<3Q", good, 0xFFFFFFFFFFFF, illegal)
+    w.progbits(".text", 0x80000000, code, SHF_ALLOC | SHF_EXECINSTR)
+    w.symbol("start", 0x80000000, 24, section=".text")
+    listing = format_listing(w.to_bytes())
+    lines = listing.splitlines()
+    assert "file format elf32-dpu (v1A)" in lines[0]
+    assert lines[-3].endswith("nop") and lines[-2].endswith("(undecodable)")
+    assert "movd d3, d4, true, start" in lines[-1] and "illegal: odd register pair" in lines[-1]
+    with pytest.raises(ValueError, match="word 1"):
+        disassemble([good, 0xFFFFFFFFFFFF])
