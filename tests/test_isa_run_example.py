@@ -111,3 +111,44 @@ def test_hello_runs_on_the_instruction_semantics() -> None:
         base = prog.symbol(f"__sys_stack_thread_{i}").address
         assert int(wram[base : base + 4].view(np.uint32)[0]) == stop_pc
     assert 100 < steps < 2000
+
+
+def test_hello_runs_on_execute_and_execute_system() -> None:
+    """The same run with the package's own system-instruction semantics: the scheduler left
+    to write is the loop below (plus, later, virtual time)."""
+    from aiopim.isa._semantics import execute_system
+
+    elf = assemble(HELLO.read_text(), "v1A")
+    prog = load_elf(elf)
+    dec = decode_program(np.array(text_words(elf), np.uint64))
+    regs, pcs, zf, cf, wram = new_state(24, 65536)
+    mram = np.zeros(1 << 21, np.uint8)
+    for image in prog.images():
+        if not image.address & 0x80000000 and not image.address & 0x08000000:
+            wram[image.address : image.address + len(image.data)] = np.frombuffer(
+                bytes(image.data), np.uint8
+            )
+    atomic = np.zeros(256, np.uint8)
+    running = np.zeros(24, np.uint8)
+    running[0] = 1
+    counter = np.zeros(2, np.int64)
+    dpu_state = (wram, mram, atomic, running, counter)
+    steps = 0
+    while running.any():
+        for t in np.nonzero(running)[0].tolist():
+            pc = int(pcs[t])
+            sig, row = int(dec.sig[pc]), dec.values[pc]
+            ev = execute(sig, row, t, regs, pcs, zf, cf, wram)
+            if ev == EV_EXTERNAL:
+                ev = execute_system(
+                    sig, row, t, regs, pcs, zf, wram, mram, atomic, running, counter
+                )
+            assert ev == EV_OK
+            steps += 1
+            counter[0] += 1
+        assert steps < 20000
+    counter_addr = prog.symbol("counter").address
+    assert int(wram[counter_addr : counter_addr + 4].view(np.uint32)[0]) == 10
+    message = prog.symbol("message").address & ~0x08000000
+    assert bytes(mram[message : message + 14]) == b"hello, world!\n"
+    assert atomic.sum() == 0  # the mutex was released

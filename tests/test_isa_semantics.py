@@ -14,11 +14,15 @@ from isa_helpers import random_instruction
 from aiopim.isa import Instruction, assemble_program, decode_program, encode
 from aiopim.isa import _tables as T
 from aiopim.isa._semantics import (
+    EV_DMA_FAULT,
     EV_EXTERNAL,
+    EV_FAULT,
     EV_MEMORY_FAULT,
     EV_OK,
+    EV_THREAD_FAULT,
     EV_UNIMPLEMENTED,
     execute,
+    execute_system,
     new_state,
 )
 
@@ -409,9 +413,9 @@ def test_every_signature_executes_or_reports() -> None:
 
 @pytest.mark.long
 def test_numba_compiled_execute_agrees() -> None:
-    from aiopim.isa._semantics import compile_execute
+    from aiopim.isa._semantics import compile_semantics
 
-    fast = compile_execute()
+    fast, fast_system = compile_semantics()
     rng = random.Random(12)
     words = [encode(random_instruction(s, rng)) for s in range(len(T.SIG_KEYWORD))]
     prog = decode_program(np.array(words, np.uint64))
@@ -428,6 +432,19 @@ def test_numba_compiled_execute_agrees() -> None:
         assert results[0] == results[1]
         assert (a.regs == b.regs).all() and (a.pcs == b.pcs).all()
         assert (a.zf == b.zf).all() and (a.cf == b.cf).all() and (a.wram == b.wram).all()
+    # the system instructions too
+    lines = ["acquire r0, 0, nz, 9", "boot id, 1", "sdma r0, r1, 0", "time_cfg r1, r2", "stop"]
+    for line in lines:
+        words = assemble_program(line).text
+        row = decode_program(np.array(words))
+        outs = []
+        for fn in (execute_system, fast_system):
+            dpu = Dpu().set(r0=0x100, r1=0x200, r2=3)
+            dpu.counter[0] = 999
+            state = (dpu.regs, dpu.pcs, dpu.zf, dpu.wram, dpu.mram, dpu.atomic, dpu.running)
+            ev = fn(int(row.sig[0]), row.values[0], 0, *state, dpu.counter)
+            outs.append((ev, [a.tolist() for a in (*state, dpu.counter)]))
+        assert outs[0] == outs[1], line
 
 
 def test_safe_register_arithmetic() -> None:
@@ -450,3 +467,95 @@ def test_safe_register_loads_and_stores_check_the_limit() -> None:
     assert cpu.r(3) == 0xABCD and cpu.pc == 6  # the access happened, then the fault
     cpu.set(r1=(0x101 << 16) | 0x100)
     assert cpu.run("sbs r1, 0, 5") == EV_OK and cpu.wram[0x100] == 5  # bytes: no size term
+
+
+# ---- instructions acting on the whole DPU -----------------------------------------------------
+@dataclass
+class Dpu(Cpu):
+    mram: np.ndarray = field(init=False)
+    atomic: np.ndarray = field(init=False)
+    running: np.ndarray = field(init=False)
+    counter: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.mram = np.zeros(1 << 16, np.uint8)
+        self.atomic = np.zeros(256, np.uint8)
+        self.running = np.zeros(16, np.uint8)
+        self.running[self.tid] = 1
+        self.counter = np.zeros(2, np.int64)
+
+    def system(self, line: str, pc: int = 0) -> int:
+        word = assemble_program(line).text[0]
+        prog = decode_program(np.array([word]))
+        self.pcs[self.tid] = pc
+        assert self.run(line, pc) == EV_EXTERNAL  # execute leaves these to the scheduler
+        return execute_system(
+            int(prog.sig[0]),
+            prog.values[0],
+            self.tid,
+            self.regs,
+            self.pcs,
+            self.zf,
+            self.wram,
+            self.mram,
+            self.atomic,
+            self.running,
+            self.counter,
+        )
+
+
+def test_acquire_and_release_atomic_bits() -> None:
+    dpu = Dpu().set(r0=0x0103)  # bit index (0x01 ^ 0x03) = 2
+    assert dpu.system("acquire r0, 0, nz, 9", pc=4) == EV_OK
+    assert dpu.atomic[2] == 1 and dpu.zf[0] == 1 and dpu.pc == 5  # acquired: falls through
+    dpu.system("acquire r0, 0, nz, 9", pc=4)
+    assert dpu.pc == 9 and dpu.zf[0] == 0  # taken: spin
+    dpu.system("release r0, 0, nz, 5", pc=4)
+    assert dpu.atomic[2] == 0 and dpu.pc == 5
+
+
+def test_boot_resume_stop_and_run_bits() -> None:
+    dpu = Dpu()
+    dpu.pcs[1] = 33
+    assert dpu.system("boot id, 1", pc=2) == EV_OK
+    assert dpu.running[1] == 1 and dpu.pcs[1] == 0 and dpu.zf[0] == 1 and dpu.pc == 3
+    dpu.system("boot id, 1, nz, 2", pc=2)  # already running: x = 1, retry
+    assert dpu.pc == 2 and dpu.zf[0] == 0
+    dpu.pcs[3] = 17
+    dpu.set(r5=3)
+    dpu.system("resume r5, 0")
+    assert dpu.running[3] == 1 and dpu.pcs[3] == 17
+    dpu.system("read_run r5, 0, nz, 8")
+    assert dpu.pc == 8
+    dpu.system("clr_run r5, 0, z, 8")
+    assert dpu.running[3] == 0 and dpu.pc == 1
+    assert dpu.system("boot id, 20") == EV_THREAD_FAULT
+    dpu.system("stop true, 7", pc=3)
+    assert dpu.running[0] == 0 and dpu.pc == 7
+    dpu.running[0] = 1
+    dpu.system("stop", pc=3)
+    assert dpu.running[0] == 0 and dpu.pc == 4
+
+
+def test_dma_between_wram_and_mram() -> None:
+    dpu = Dpu().set(r0=(1 << 24) | 0x100, r1=0x2000)  # top byte 1: 16 bytes
+    dpu.wram[0x100:0x110] = np.arange(16, dtype=np.uint8)
+    assert dpu.system("sdma r0, r1, 0") == EV_OK
+    assert dpu.mram[0x2000:0x2010].tolist() == list(range(16)) and dpu.mram[0x2010] == 0
+    dpu.set(r0=0x203, r1=0x2005)  # low three bits dropped, 8 * (1 + 1) bytes
+    assert dpu.system("ldma r0, r1, 1") == EV_OK
+    assert dpu.wram[0x200:0x210].tolist() == list(range(16))
+    dpu.set(r1=0xFFF8)
+    assert dpu.system("ldma r0, r1, 1") == EV_DMA_FAULT
+
+
+def test_fault_and_performance_counter() -> None:
+    dpu = Dpu()
+    assert dpu.system("fault 5", pc=6) == EV_FAULT and dpu.pc == 6
+    dpu.counter[0] = 0x1234567
+    dpu.system("time r0")
+    assert dpu.r(0) == 0x123456
+    dpu.set(r2=3)  # mode 1 (cycles), reset
+    dpu.system("time_cfg r1, r2")
+    assert dpu.r(1) == 0x123456 and dpu.counter.tolist() == [0, 1]

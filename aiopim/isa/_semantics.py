@@ -11,8 +11,9 @@ State of a DPU, all flat arrays so that the code can be compiled with numba late
 * ``EV_OK``: done; registers, flags, WRAM and ``pcs[tid]`` (next instruction or jump target)
   are updated;
 * ``EV_EXTERNAL``: the instruction acts outside the thread (``acquire release boot resume stop
-  clr_run read_run ldma ldmai sdma fault time time_cfg``); nothing was changed, the caller
-  (the scheduler, which owns atomic bits, threads, DMA and time) carries it out;
+  clr_run read_run ldma ldmai sdma fault time time_cfg``); nothing was changed: the caller
+  (the scheduler, which owns atomic bits, threads, DMA and time) runs
+  :func:`execute_system` on the DPU-wide state, at the virtual time it chooses;
 * ``EV_MEMORY_FAULT``: a WRAM access outside WRAM or not aligned to its size (nothing
   changed), or a safe-register form whose check failed (its result or access happened first,
   as the instruction describes; the PC stays on the instruction);
@@ -31,6 +32,12 @@ Readings the instruction tables leave open, and the choice made here:
 * ``lsl_add`` and its kin set ZF from the shifted value; their ``zrri`` form does nothing.
 * ``mul_step`` jumps on ``x = dbe >> 1``; ``div_step`` tests its ``s*`` conditions on ``ra``.
 * Conditions see the flags before the instruction writes them.
+* ``boot``/``resume`` of a stopped thread start it (at PC 0 / its PC) and give x = 0; of a
+  running thread they do nothing and give x = 1. ``release`` gives the bit's old value;
+  ``clr_run``/``read_run`` the target's run bit (``clr_run`` clears it). ``stop`` takes its
+  condition with x = 1. ``time`` reads bits 35..4 of the counter; ``time_cfg`` also stores
+  ``rb & 7`` as ``(mode << 1) | reset`` (reset zeroes the counter), also in its ``zero`` form,
+  as the runtime's profiler uses it.
 * Safe registers hold a WRAM address (bits 15..0) and a limit (bits 31..16). ``adds``/``subs``
   fault when the 16-bit address arithmetic leaves 0..0xFFFF (writing ``result & 0xFFFFFF |
   id << 25``); safe loads and stores fault when ``address + offset + (size if size > 1 else 0)
@@ -38,7 +45,8 @@ Readings the instruction tables leave open, and the choice made here:
   describe it.
 
 Only integer arithmetic and array indexing are used (no Python objects), so the functions are
-numba-compatible as written; :func:`compile_execute` returns the compiled :func:`execute`.
+numba-compatible as written; :func:`compile_semantics` returns the compiled :func:`execute`
+and :func:`execute_system`.
 """
 
 from __future__ import annotations
@@ -58,8 +66,13 @@ __all__ = [
     "EV_MEMORY_FAULT",
     "EV_OK",
     "EV_UNIMPLEMENTED",
+    "EV_DMA_FAULT",
+    "EV_FAULT",
+    "EV_THREAD_FAULT",
+    "dma_bytes",
+    "execute_system",
     "OPS",
-    "compile_execute",
+    "compile_semantics",
     "execute",
     "new_state",
 ]
@@ -68,6 +81,9 @@ EV_OK: Final = 0
 EV_EXTERNAL: Final = 1
 EV_MEMORY_FAULT: Final = 2
 EV_UNIMPLEMENTED: Final = 3
+EV_FAULT: Final = 4
+EV_DMA_FAULT: Final = 5
+EV_THREAD_FAULT: Final = 6
 
 M32: Final = 0xFFFFFFFF
 
@@ -158,6 +174,8 @@ K_NOP, K_MUL_STEP, K_DIV_STEP, K_EXTERNAL, K_UNIMPLEMENTED, K_SAFE_ALU, K_SAFE_M
 F = {name: i for i, name in enumerate(FIELD_NAMES)}
 FI_CC: Final = F["cc"]
 FI_DB: Final = F["db"]
+FI_IMM: Final = F["imm"]
+FI_IMMDMA: Final = F["immDma"]
 FI_ENDIAN: Final = F["endian"]
 FI_OFF: Final = F["off"]
 FI_RA: Final = F["ra"]
@@ -337,6 +355,19 @@ O_RSUBC: Final = _OPID["rsubc"]
 O_SUB: Final = _OPID["sub"]
 O_SUBC: Final = _OPID["subc"]
 O_XOR: Final = _OPID["xor"]
+O_ACQUIRE: Final = _OPID["acquire"]
+O_RELEASE: Final = _OPID["release"]
+O_BOOT: Final = _OPID["boot"]
+O_RESUME: Final = _OPID["resume"]
+O_STOP: Final = _OPID["stop"]
+O_CLR_RUN: Final = _OPID["clr_run"]
+O_READ_RUN: Final = _OPID["read_run"]
+O_LDMA: Final = _OPID["ldma"]
+O_LDMAI: Final = _OPID["ldmai"]
+O_SDMA: Final = _OPID["sdma"]
+O_FAULT: Final = _OPID["fault"]
+O_TIME: Final = _OPID["time"]
+O_TIME_CFG: Final = _OPID["time_cfg"]
 #: per operation: byte (0 low, 1 high) and signedness of each factor of the 8x8 multiplies
 MUL_A_HIGH: Final = np.array([int(m[:4] == "mul_" and m[5] == "h") for m in T.MNEMONICS])
 MUL_A_SIGNED: Final = np.array([int(m[:4] == "mul_" and m[4] == "s") for m in T.MNEMONICS])
@@ -859,6 +890,100 @@ def execute(
     return EV_OK
 
 
+def dma_bytes(values: npt.NDArray[np.int64], tid: int, regs: npt.NDArray[np.uint32]) -> int:
+    """Bytes a ``ldma``/``sdma``/``ldmai`` row moves: 8 * (1 + ((n + (ra >> 24)) & 0xFF))."""
+    ra = read_reg(regs, tid, int(values[FI_RA]))
+    return 8 * (1 + ((int(values[FI_IMMDMA]) + (ra >> 24)) & 0xFF))
+
+
+def execute_system(
+    sig: int,
+    values: npt.NDArray[np.int64],
+    tid: int,
+    regs: npt.NDArray[np.uint32],
+    pcs: npt.NDArray[np.int64],
+    zf: npt.NDArray[np.uint8],
+    wram: npt.NDArray[np.uint8],
+    mram: npt.NDArray[np.uint8],
+    atomic: npt.NDArray[np.uint8],
+    running: npt.NDArray[np.uint8],
+    counter: npt.NDArray[np.int64],
+) -> int:
+    """Execute an instruction :func:`execute` reported as ``EV_EXTERNAL``, on the DPU-wide
+    state: ``mram`` (``uint8``, any length), ``atomic`` (``uint8[256]``), ``running``
+    (``uint8[threads]``, the run bits) and ``counter`` (``int64[2]``: the performance counter
+    value the caller keeps up to date, and the mode last configured).
+
+    Returns ``EV_OK``; ``EV_FAULT`` for ``fault`` (the code is the row's ``imm``);
+    ``EV_DMA_FAULT`` when a transfer leaves WRAM or ``mram``; ``EV_THREAD_FAULT`` for a
+    ``boot``/``resume``/``clr_run``/``read_run`` of a thread the DPU does not have;
+    ``EV_EXTERNAL`` for ``ldmai`` (rewriting IRAM means decoding again: the caller's job).
+    Nothing changes on a fault. ``stop`` clears the thread's run bit and moves its PC.
+    """
+    op = int(OP[sig])
+    pc = int(pcs[tid])
+    nxt = pc + 1
+    cmap = int(COND[sig])
+    cname = int(COND_NAME[cmap, int(values[FI_CC])]) if cmap >= 0 and CMODE[sig] > 0 else -1
+    target = int(values[PCF[sig]]) if PCF[sig] >= 0 else 0
+    ra = read_reg(regs, tid, int(values[FI_RA]))
+    if op == O_FAULT:
+        return EV_FAULT
+    if op == O_LDMAI:
+        return EV_EXTERNAL
+    if op == O_STOP:
+        taken = cname >= 0 and condition(cname, 1, ra, int(zf[tid]), 0, 0, 0, 0)
+        pcs[tid] = target if taken else nxt
+        running[tid] = 0
+        return EV_OK
+    if op in (O_LDMA, O_SDMA):
+        n = dma_bytes(values, tid, regs)
+        w = ra & 0x00FFFFF8
+        m = read_reg(regs, tid, int(values[FI_RB])) & 0xFFFFFFF8
+        if w + n > len(wram) or m + n > len(mram):
+            return EV_DMA_FAULT
+        if op == O_LDMA:
+            wram[w : w + n] = mram[m : m + n]
+        else:
+            mram[m : m + n] = wram[w : w + n]
+        pcs[tid] = nxt
+        return EV_OK
+    if op in (O_TIME, O_TIME_CFG):
+        x = (int(counter[0]) >> 4) & M32
+        if op == O_TIME_CFG:
+            config = read_reg(regs, tid, int(values[FI_RB])) & 7
+            counter[1] = config >> 1
+            if config & 1:
+                counter[0] = 0
+        dreg = int(DEST[sig])
+        if dreg >= 0:
+            regs[tid, int(values[dreg])] = x
+        taken = cname >= 0 and condition(cname, x, 0, int(zf[tid]), 0, 0, 0, 0)
+        pcs[tid] = target if taken else nxt
+        return EV_OK
+    # acquire, release, boot, resume, clr_run, read_run: an index folded from ra + imm
+    a = (ra + int(values[FI_IMM])) & 0xFFFF
+    index = ((a >> 8) ^ a) & 0xFF
+    if op in (O_ACQUIRE, O_RELEASE):
+        x = int(atomic[index])
+        atomic[index] = 1 if op == O_ACQUIRE else 0
+    else:
+        if index >= len(running):
+            return EV_THREAD_FAULT
+        x = int(running[index])
+        if op == O_BOOT and not x:
+            running[index] = 1
+            pcs[index] = 0
+        elif op == O_RESUME and not x:
+            running[index] = 1
+        elif op == O_CLR_RUN:
+            running[index] = 0
+    taken = cname >= 0 and condition(cname, x, ra, int(zf[tid]), 0, 0, 0, 0)
+    zf[tid] = 1 if x == 0 else 0
+    pcs[tid] = target if taken else nxt
+    return EV_OK
+
+
 _HELPERS: Final = (
     "read_reg",
     "_src",
@@ -872,11 +997,14 @@ _HELPERS: Final = (
     "_store",
     "_access",
     "execute",
+    "dma_bytes",
+    "execute_system",
 )
 
 
-def compile_execute() -> Callable[..., int]:
-    """:func:`execute` compiled with numba (nopython), same arguments and result.
+def compile_semantics() -> tuple[Callable[..., int], Callable[..., int]]:
+    """:func:`execute` and :func:`execute_system` compiled with numba (nopython), same
+    arguments and results.
 
     The module's functions are rebuilt over a private copy of its globals in which every
     helper is the compiled one; the module itself is untouched. Compiling takes seconds.
@@ -888,5 +1016,4 @@ def compile_execute() -> Callable[..., int]:
         fn = globals()[name]
         clone = types.FunctionType(fn.__code__, ns, fn.__name__, fn.__defaults__)
         ns[name] = numba.njit(clone)
-    compiled: Callable[..., int] = ns["execute"]
-    return compiled
+    return ns["execute"], ns["execute_system"]
