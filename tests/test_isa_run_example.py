@@ -132,7 +132,6 @@ def test_hello_runs_on_execute_and_execute_system() -> None:
     running = np.zeros(24, np.uint8)
     running[0] = 1
     counter = np.zeros(2, np.int64)
-    dpu_state = (wram, mram, atomic, running, counter)
     steps = 0
     while running.any():
         for t in np.nonzero(running)[0].tolist():
