@@ -312,9 +312,57 @@ _MASKS: Final = np.array(T.SIG_MASK, np.uint64)
 _VALUES: Final = np.array(T.SIG_VALUE, np.uint64)
 
 
+class _Layout:
+    """The signature tables as padded arrays, for decoding many words in a few NumPy calls."""
+
+    def __init__(self) -> None:
+        nf = max(len(f) for f in T.SIG_FIELDS)
+        npc = max(len(p[3]) for f in T.SIG_FIELDS for p in f)
+        nc = max(1, max(len(c) for c in T.SIG_CONSTRAINTS))
+        shape = (NSIGS, nf, npc)
+        self.wlsb = np.zeros(shape, np.uint64)
+        self.flsb = np.zeros(shape, np.uint64)
+        self.pmask = np.zeros(shape, np.uint64)
+        self.fid = np.full((NSIGS, nf), NFIELDS, np.int64)  # NFIELDS: a scratch column
+        self.allowed = np.full((NSIGS, nf), (1 << 64) - 1, np.uint64)
+        self.clsb = np.zeros((NSIGS, nc), np.uint64)
+        self.cmask = np.zeros((NSIGS, nc), np.uint64)
+        self.callowed = np.ones((NSIGS, nc), np.uint64)
+        self.cond_fid = np.full(NSIGS, NFIELDS, np.int64)
+        self.cond_ok = np.full(NSIGS, (1 << 64) - 1, np.uint64)
+        self.pair5 = np.zeros((NSIGS, NFIELDS + 1), bool)
+        self.sign_bits = np.zeros((NSIGS, NFIELDS + 1), np.int64)
+        for s in range(NSIGS):
+            for k, (fid, width, allowed, pieces, _imp, _zero, _rep) in enumerate(T.SIG_FIELDS[s]):
+                self.fid[s, k] = fid
+                if allowed >= 0:
+                    self.allowed[s, k] = allowed
+                for j, (word_lsb, field_lsb, pwidth) in enumerate(pieces):
+                    self.wlsb[s, k, j] = word_lsb
+                    self.flsb[s, k, j] = field_lsb
+                    self.pmask[s, k, j] = (1 << pwidth) - 1
+                if fid in (F_DC, F_DB) and width == 5:
+                    self.pair5[s, fid] = True
+            for c, (lsb, width, allowed) in enumerate(T.SIG_CONSTRAINTS[s]):
+                self.clsb[s, c] = lsb
+                self.cmask[s, c] = (1 << width) - 1
+                self.callowed[s, c] = allowed
+            for op in T.SIG_OPERANDS[s]:
+                kind, fid, bits, signed, cmap = op[1], op[2], op[3], op[4], op[8]
+                if kind == T.KIND_COND and fid >= 0:
+                    self.cond_fid[s] = fid
+                    self.cond_ok[s] = _COND_OK[cmap]
+                if kind == T.KIND_IMM and signed and fid >= 0:
+                    self.sign_bits[s, fid] = bits
+
+
+_L: Final = _Layout()
+_ONE: Final = np.uint64(1)
+
+
 def decode_program(words: npt.ArrayLike) -> DecodedProgram:
     """Decode an array of 48-bit words (any integer dtype; bits above 47 make a word
-    undecodable) into flat arrays, without a Python loop per word."""
+    undecodable) into flat arrays, in a fixed number of NumPy operations."""
     w = np.asarray(words)
     if w.ndim != 1 or not np.issubdtype(w.dtype, np.integer):
         raise TypeError("words must be a 1-D integer array")
@@ -325,7 +373,7 @@ def decode_program(words: npt.ArrayLike) -> DecodedProgram:
     values = np.zeros((n, NFIELDS), np.int64)
     if n == 0:
         return DecodedProgram(sig, status, values)
-    # candidates of every word from the first-level table, tested on their fixed bits at once
+    # every candidate of every word, from the first-level table, tested on its fixed bits
     keys = _keys(w)
     counts = np.where((w >> np.uint64(48)) == 0, _B_COUNT[keys], 0)
     width = max(int(counts.max()), 1)
@@ -334,47 +382,31 @@ def decode_program(words: npt.ArrayLike) -> DecodedProgram:
     cand = _B_SIGS[np.where(valid, _B_START[keys][:, None] + j[None, :], 0)]
     hit = valid & ((w[:, None] & _MASKS[cand]) == _VALUES[cand])
     rows, cols = np.nonzero(hit)
-    pair_sig = cand[rows, cols]
-    # then the field checks, one signature at a time over all its candidate words
-    for s in np.unique(pair_sig).tolist():
-        idx = rows[pair_sig == s]
-        sub = w[idx]
-        ok = np.ones(len(idx), bool)
-        raw = np.zeros((len(idx), NFIELDS), np.int64)
-        for fid, _width, allowed, pieces, _imp, _zero, _rep in T.SIG_FIELDS[s]:
-            v = np.zeros(len(idx), np.uint64)
-            for word_lsb, field_lsb, pwidth in pieces:
-                part = (sub >> np.uint64(word_lsb)) & np.uint64((1 << pwidth) - 1)
-                v |= part << np.uint64(field_lsb)
-            if allowed >= 0:
-                ok &= v < 64
-                ok &= ((np.uint64(allowed) >> (v & np.uint64(63))) & np.uint64(1)) == 1
-            raw[:, fid] = v.astype(np.int64)
-        for lsb, pwidth, allowed in T.SIG_CONSTRAINTS[s]:
-            g = (sub >> np.uint64(lsb)) & np.uint64((1 << pwidth) - 1)
-            ok &= ((np.uint64(allowed) >> g) & np.uint64(1)) == 1
-        if not ok.any():
-            continue
-        idx, r = idx[ok], raw[ok]
-        st = np.full(len(idx), DecodeStatus.OK, np.int8)
-        for op in T.SIG_OPERANDS[s]:
-            kind, fid, cmap = op[1], op[2], op[8]
-            if fid >= 0 and kind == T.KIND_COND:
-                code = r[:, fid].astype(np.uint64)
-                bad = ((np.uint64(_COND_OK[cmap]) >> code) & np.uint64(1)) == 0
-                st[bad & (st == DecodeStatus.OK)] = DecodeStatus.ILLEGAL_CONDITION
-        for fid, fwidth, *_rest in T.SIG_FIELDS[s]:
-            if fid in (F_DC, F_DB) and fwidth == 5:
-                bad = (r[:, fid] & 1) == 1
-                st[bad & (st == DecodeStatus.OK)] = DecodeStatus.ILLEGAL_PAIR
-        for op in T.SIG_OPERANDS[s]:
-            kind, fid, bits, signed = op[1], op[2], op[3], op[4]
-            if fid >= 0 and kind == T.KIND_IMM and signed:
-                col = r[:, fid] & ((1 << bits) - 1)
-                r[:, fid] = np.where(col >> (bits - 1), col - (1 << bits), col)
-        sig[idx] = s
-        status[idx] = st
-        values[idx] = r
+    sigs = cand[rows, cols]
+    sw = w[rows]
+    # fields of every (word, candidate) pair: OR of the pieces
+    parts = (sw[:, None, None] >> _L.wlsb[sigs]) & _L.pmask[sigs]
+    fields = np.bitwise_or.reduce(parts << _L.flsb[sigs], axis=2)
+    ok = (fields < 64) | (_L.allowed[sigs] == np.uint64((1 << 64) - 1))
+    ok &= ((_L.allowed[sigs] >> (fields & np.uint64(63))) & _ONE) == _ONE
+    ok = ok.all(axis=1)
+    group = (sw[:, None] >> _L.clsb[sigs]) & _L.cmask[sigs]
+    ok &= (((_L.callowed[sigs] >> group) & _ONE) == _ONE).all(axis=1)
+    rows, sigs, fields = rows[ok], sigs[ok], fields[ok].astype(np.int64)
+    # at most one signature accepts a word: scatter the fields into their columns
+    full = np.zeros((len(rows), NFIELDS + 1), np.int64)
+    np.put_along_axis(full, _L.fid[sigs], fields, axis=1)
+    st = np.full(len(rows), DecodeStatus.OK, np.int8)
+    code = full[np.arange(len(rows)), _L.cond_fid[sigs]].astype(np.uint64)
+    st[((_L.cond_ok[sigs] >> (code & np.uint64(63))) & _ONE) == 0] = DecodeStatus.ILLEGAL_CONDITION
+    odd = (_L.pair5[sigs] & ((full & 1) == 1)).any(axis=1)
+    st[odd & (st == DecodeStatus.OK)] = DecodeStatus.ILLEGAL_PAIR
+    bits = _L.sign_bits[sigs]
+    neg = (bits > 0) & ((full >> np.maximum(bits - 1, 0)) & 1 == 1)
+    full = np.where(neg, full - (np.int64(1) << bits), full)
+    sig[rows] = sigs
+    status[rows] = st
+    values[rows] = full[:, :NFIELDS]
     return DecodedProgram(sig, status, values)
 
 
