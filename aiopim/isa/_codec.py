@@ -26,7 +26,6 @@ All tables are tuples of ints, so an interpreter can turn them into NumPy arrays
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from functools import cached_property
@@ -408,8 +407,3 @@ def decode_program(words: npt.ArrayLike) -> DecodedProgram:
     status[rows] = st
     values[rows] = full[:, :NFIELDS]
     return DecodedProgram(sig, status, values)
-
-
-def operand_fields(sig: int) -> Mapping[str, int]:
-    """Field name -> width of signature ``sig``."""
-    return {FIELD_NAMES[f[0]]: f[1] for f in T.SIG_FIELDS[sig]}
