@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import aiopim
 from aiopim.cli import main as cli_main
@@ -287,3 +289,33 @@ def test_listing_marks_undecodable_and_illegal_words() -> None:
     assert "movd d3, d4, true, start" in lines[-1] and "illegal: odd register pair" in lines[-1]
     with pytest.raises(ValueError, match="word 1"):
         disassemble([good, 0xFFFFFFFFFFFF])
+
+
+_TOKENS = [
+    "add", "jump", "move", "lw", "sd", ".word", ".zero", ".set", ".section", ".balign", ".ascii",
+    ".text", ".data", ".mram", ".atomic", "r0", "d2", "zero", "id8", "z", "?nz", "!big", "x",
+    "x:", "1", "-5", "0x10", "(", ")", "+", "<<", ",", ",", '"a\\n"', "'c'", ".", "#", "//",
+    "/*", "*/", ";", ":", "$", "\\", "\t", "add:rri", "1 << 40", ".p2align", ".globl", "@",
+]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.one_of(st.sampled_from(_TOKENS), st.text(max_size=3)), max_size=8),
+        max_size=6,
+    )
+)
+def test_any_text_assembles_or_fails_with_a_position(lines: list[list[str]]) -> None:
+    text = "\n".join(" ".join(tokens) for tokens in lines)
+    try:
+        elf = assemble(text)
+    except AsmError as err:
+        assert 0 <= err.line <= len(lines) and err.column >= 0
+    else:
+        assert load_elf(elf).nr_tasklets == 1
+
+
+def test_labels_in_empty_sections() -> None:
+    prog = load_elf(assemble("x:\n .mram\n .data\ny:\n"))
+    assert prog.symbol("x").address == 0x80000000 and prog.symbol("y").address == 8

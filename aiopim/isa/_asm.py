@@ -531,6 +531,10 @@ class _Assembler:
             ) from None
 
     # -- layout -----------------------------------------------------------------------------------
+    def _used(self, sec: _Section) -> bool:
+        """A section is written to the ELF if it has contents or labels."""
+        return sec.size > 0 or any(s.section == sec.name for s in self.symbols.values())
+
     def _runtime(self) -> None:
         """The sections and symbols the SDK's linker script adds (stacks, stack table…)."""
         nr = self._abs("NR_TASKLETS", 1)
@@ -573,7 +577,7 @@ class _Assembler:
         for space, secs in order.items():
             addr = ends[space]
             for sec in secs:
-                if sec.size == 0 and not any(s.section == sec.name for s in self.symbols.values()):
+                if not self._used(sec):
                     continue
                 align = 8 if space == "IRAM" else sec.align if space != "ATOMIC" else 1
                 addr = (addr + align - 1) // align * align
@@ -616,7 +620,7 @@ class _Assembler:
                     STT_OBJECT,
                 )
             )
-        mram_secs = [s for s in self.sections.values() if s.space == "MRAM"]
+        mram_secs = [s for s in self.sections.values() if s.space == "MRAM" and self._used(s)]
         mram_name = max(mram_secs, key=lambda s: s.address).name if mram_secs else ".mram.noinit"
         self.runtime_syms.append(
             ("__sys_used_mram_end", MRAM_BIT + self.mram_end, 0, mram_name, STT_NOTYPE)
@@ -810,14 +814,13 @@ class _Assembler:
         for sec in sorted(iram, key=lambda s: s.address):
             blob += b"\0" * (sec.address - len(blob)) + sec.data
             placed[sec.name] = ".text"
-        if blob:
+        if iram:
             w.progbits(".text", IRAM_BIT, bytes(blob), SHF_ALLOC | SHF_EXECINSTR)
             text_words = list(struct.unpack(f"<{len(blob) // 8}Q", bytes(blob)))
         if ".data" not in self.sections:
             w.progbits(".data", 0, b"\0" * 8)  # the reserved zero word alone
         for sec in sorted(self.sections.values(), key=lambda s: (s.space, s.address)):
-            used = sec.size or any(s.section == sec.name for s in self.symbols.values())
-            if sec.space == "IRAM" or not (used or sec.name == ".data"):
+            if sec.space == "IRAM" or not (self._used(sec) or sec.name == ".data"):
                 continue
             base = {"WRAM": 0, "MRAM": MRAM_BIT, "ATOMIC": ATOMIC_BASE}[sec.space]
             addr, data = base + sec.address, bytes(sec.data)
@@ -829,7 +832,7 @@ class _Assembler:
                 w.progbits(sec.name, addr, data, SHF_ALLOC | SHF_WRITE)
             placed[sec.name] = sec.name
         # runtime pieces
-        if not any(s.space == "MRAM" for s in self.sections.values()):
+        if not any(s.space == "MRAM" and self._used(s) for s in self.sections.values()):
             w.nobits(".mram.noinit", MRAM_BIT, 0)
         table = b"".join(
             struct.pack("<II", self.stack_sizes[i], self.stack_bases[i]) for i in range(self.nr)
