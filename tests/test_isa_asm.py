@@ -192,6 +192,10 @@ def test_cli_asm_and_disasm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert cli_main(["disasm", str(out)]) == 0
     text = capsys.readouterr().out
     assert "Disassembly of section .text:" in text and "<main>:" in text
+    assert cli_main(["disasm", "--source", str(out)]) == 0
+    source = capsys.readouterr().out
+    assert source.startswith("__bootstrap:\n    jnz id, __sys_start_thread\n")
+    assert assemble_program(source).text == text_words(out.read_bytes())
     bad = tmp_path / "bad.S"
     bad.write_text("nop\n  frobnicate r0\n")
     assert cli_main(["asm", str(bad), "-o", str(tmp_path / "x")]) == 1

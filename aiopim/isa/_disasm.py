@@ -110,11 +110,25 @@ def main_disasm(argv: Sequence[str] | None = None) -> int:
         prog="aiopim disasm", description="Disassemble the .text of a DPU ELF binary."
     )
     ap.add_argument("file", help="DPU ELF binary")
+    ap.add_argument(
+        "--source",
+        action="store_true",
+        help="print the instructions as assembly source (labels, no addresses) that "
+        "`aiopim asm` turns back into the same words",
+    )
     args = ap.parse_args(None if argv is None else list(argv))
     from .. import DpuError
 
     try:
-        print(format_listing(args.file), end="")
+        if args.source:
+            data = Path(args.file).read_bytes()
+            program = load_elf(data)
+            print(disassemble(text_words(data, program), _text_labels(program)), end="")
+        else:
+            print(format_listing(args.file), end="")
+    except ValueError as err:
+        print(f"{args.file}: {err}", file=sys.stderr)
+        return 1
     except DpuError as err:
         print(f"{err.code.name}: {err.detail}", file=sys.stderr)
         return 2
