@@ -1,4 +1,4 @@
-"""The ``aiopim`` command: ``symbols``, ``replay``, ``record`` and ``didl``."""
+"""The ``aiopim`` command: ``symbols``, ``replay``, ``record``, ``didl``, ``asm`` and ``disasm``."""
 
 from __future__ import annotations
 
@@ -329,10 +329,23 @@ def _symbols(argv: list[str], user_dirs: list[str]) -> int:
     return main_symbols(argv)
 
 
+def _asm(argv: list[str], user_dirs: list[str]) -> int:
+    from .isa._disasm import main_asm
+
+    return main_asm(argv)
+
+
+def _disasm(argv: list[str], user_dirs: list[str]) -> int:
+    from .isa._disasm import main_disasm
+
+    return main_disasm(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``aiopim`` command."""
     args = sys.argv[1:] if argv is None else list(argv)
     commands = {"symbols": _symbols, "replay": _replay, "record": _record, "didl": _didl}
+    commands |= {"asm": _asm, "disasm": _disasm}
     if args and args[0] in commands:
         return _run_guarded(f"aiopim {args[0]}", commands[args[0]], args[1:])
     parser = argparse.ArgumentParser(prog="aiopim", description="UPMEM PIM emulator")
@@ -342,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("replay", help="replay a scenario file; export trace, Gantt, summary")
     sub.add_parser("record", help="record a host program's run as a scenario file")
     sub.add_parser("didl", help="generate the Python module of a Kelonia DIDL interface")
+    sub.add_parser("asm", help="assemble DPU assembly into a DPU ELF binary")
+    sub.add_parser("disasm", help="disassemble the .text of a DPU ELF binary")
     parser.parse_args(args)
     parser.print_help()
     return 0

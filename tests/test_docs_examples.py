@@ -97,8 +97,10 @@ def test_fragment_compiles(block: Block) -> None:
 
 @pytest.fixture
 def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A working directory with a copy of the scenarios (blocks may write files there)."""
+    """A working directory with a copy of the scenarios and the assembly examples (blocks may
+    write files there)."""
     shutil.copytree(ROOT / "scenarios", tmp_path / "scenarios")
+    shutil.copytree(ROOT / "examples" / "isa", tmp_path / "examples" / "isa")
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(ROOT))
     return tmp_path
@@ -119,7 +121,7 @@ def test_program_runs(block: Block, scratch: Path) -> None:
 
 
 def _write_needs(block: Block, scratch: Path) -> None:
-    from aiopim._core._elfwriter import sample_dpu_elf
+    from aiopim.isa.elfwriter import sample_dpu_elf
 
     if block.note == "build/checksum.dpu":
         image, _ = sample_dpu_elf(

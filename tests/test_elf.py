@@ -17,7 +17,20 @@ from hypothesis import strategies as st
 import aiopim
 from aiopim import elf as elfmod
 from aiopim import timing
-from aiopim._core._elfwriter import (
+from aiopim._machine._program import space_offset
+from aiopim.elf import (
+    ELF_ERROR_CODES,
+    ElfProgram,
+    SymbolRow,
+    chip_from_attributes,
+    format_symbols,
+    load_elf,
+    main_symbols,
+    register_model,
+    registered_model,
+    unregister_model,
+)
+from aiopim.isa.elfwriter import (
     ELFCLASS64,
     ELFDATA2MSB,
     ET_REL,
@@ -32,19 +45,6 @@ from aiopim._core._elfwriter import (
     SymbolSpec,
     dpu_attributes,
     sample_dpu_elf,
-)
-from aiopim._machine._program import space_offset
-from aiopim.elf import (
-    ELF_ERROR_CODES,
-    ElfProgram,
-    SymbolRow,
-    chip_from_attributes,
-    format_symbols,
-    load_elf,
-    main_symbols,
-    register_model,
-    registered_model,
-    unregister_model,
 )
 from aiopim.sdk import (
     DPU_SYNCHRONOUS,

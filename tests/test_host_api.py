@@ -11,7 +11,7 @@ from helpers import V1B_CYCLE_PS, emu, fault_program, run_time_ps, spin_program
 
 import aiopim
 from aiopim import timing
-from aiopim._core._elfwriter import sample_dpu_elf
+from aiopim.isa.elfwriter import sample_dpu_elf
 from aiopim.sdk import (
     DPU_ASYNCHRONOUS,
     DPU_ERR_ALLOCATION,

@@ -401,7 +401,7 @@ def test_a_posted_word_too_wide_for_its_output_type_fails_the_call(backend: str)
 
 
 def test_an_elf_binary_serves_mram_only_interfaces(tmp_path: Path, backend: str) -> None:
-    from aiopim._core._elfwriter import sample_dpu_elf
+    from aiopim.isa.elfwriter import sample_dpu_elf
 
     data, _ = sample_dpu_elf(nr_tasklets=1)
     path = tmp_path / "kelonia_sum.elf"

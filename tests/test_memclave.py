@@ -458,7 +458,7 @@ def test_example_script_output_identical_on_both_backends() -> None:
 
 # --- subkernels as aiopim runs DPU programs ------------------------------------------------------
 def test_elf_subkernel_by_path_with_a_registered_model(backend: str, tmp_path: Path) -> None:
-    from aiopim._core._elfwriter import sample_dpu_elf
+    from aiopim.isa.elfwriter import sample_dpu_elf
 
     data, _ = sample_dpu_elf(nr_tasklets=1, mram_vars={"x": bytes(16), "y": bytes(16)})
     path = tmp_path / "double.dpu"

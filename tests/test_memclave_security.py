@@ -13,7 +13,7 @@ from memclave_helpers import ADD, KEY, OTHER_KEY, N, add_program, ready_rank, ru
 
 import aiopim
 from aiopim import memclave as mc
-from aiopim._core._elfwriter import sample_dpu_elf
+from aiopim.isa.elfwriter import sample_dpu_elf
 from aiopim.memclave._crypto import (
     MODP_2048_P,
     DhKeyPair,

@@ -1,7 +1,8 @@
 """A small ELF writer that builds DPU-shaped binaries (pure Python, ``struct``).
 
-It exists for tests and examples: aiopim cannot compile DPU C code, but it can write files with
-the same shape as what ``dpu-upmem-dpurte-clang`` produces (sections at the DPU address spaces,
+It is the back end of the assembler (:func:`aiopim.isa.assemble`) and of tests: aiopim cannot
+compile DPU C code, but it can write files with the same shape as what
+``dpu-upmem-dpurte-clang`` produces (sections at the DPU address spaces,
 ``__host`` variables in ``.data.__sys_host``, absolute ``NR_TASKLETS``/``STACK_SIZE_TASKLET_<i>``
 symbols, a ``.dpu.attributes`` target description) so that :mod:`aiopim.elf` can be exercised
 without the UPMEM toolchain. Every knob a malformed-file test needs (class, byte order,
@@ -20,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._machine._program import ATOMIC_BASE, IRAM_BIT, MRAM_BIT
+from ._coreapi import ATOMIC_BASE, IRAM_BIT, MRAM_BIT
 
 EM_DPU = 245
 ELFCLASS32 = 1

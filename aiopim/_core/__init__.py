@@ -1,1 +1,0 @@
-"""Kernel, bridge, rank actors and memories (private)."""
