@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 import anyio
 import trio
 
-from ._errors import DpuError, DpuErrorCode
-from ._machine._config import MachineConfig, Profile, machine_from_profile
+from ._machine._config import MachineConfig
+from ._machine._machine import Machine
 from ._machine._rank import Rank
 from ._machine._recorder import Recorder
 from ._ops._oplog import OpLog
@@ -52,67 +52,24 @@ class Emulator:
         self.kernel = Kernel(explore_seed=seed if explore else None)
         self.bridge = Bridge(self.kernel)
         self.bridge.emulator = self
-        self.config = machine or MachineConfig()
         self.recorder: Recorder | None = Recorder(self.kernel) if record else None
+        self.machine = Machine(self.kernel, machine or MachineConfig(), self.recorder)
         #: observer of host operations (``aiopim.scenario.record``); None when not recording
         self.op_log: OpLog | None = None
-        self._ranks: dict[int, Rank] = {}
         self._callback_requests: deque[Callable[[], Awaitable[None]]] = deque()
         self._service_waiter: HostWaiter | None = None
         self._service_running = False
         self.host_errors: list[BaseException] = []
 
     # -- machine ---------------------------------------
+    @property
+    def config(self) -> MachineConfig:
+        """The machine's configuration (an allocation profile may change it)."""
+        return self.machine.config
+
     def rank(self, index: int) -> Rank:
-        """Rank ``index`` of the machine (created on first use)."""
-        r = self._ranks.get(index)
-        if r is None:
-            r = self._ranks[index] = Rank(
-                self, index, self.config.chip_profile, self.config.nr_dpus_per_rank
-            )
-        return r
-
-    def configure(self, profile: Profile) -> None:
-        """Apply the machine keys of an allocation profile (only while nothing is allocated)."""
-        cfg = machine_from_profile(self.config, profile)
-        if cfg == self.config:
-            return
-        if any(r.allocated for r in self._ranks.values()):
-            raise DpuError(
-                DpuErrorCode.DPU_ERR_INVALID_PROFILE,
-                f"the profile asks for a {cfg} machine but ranks of the current {self.config} "
-                "machine are allocated; free them first",
-            )
-        for r in self._ranks.values():
-            self.kernel.blocked_reporters.remove(r.describe_blocked)
-        self._ranks.clear()
-        self.config = cfg
-
-    def allocate_ranks(self, profile: Profile, nr_ranks: int) -> list[Rank]:
-        """Take ``nr_ranks`` free ranks (all of them for ``nr_ranks < 0``) and reset them."""
-        free = [self.rank(i) for i in range(self.config.nr_ranks) if not self.rank(i).allocated]
-        if nr_ranks < 0:
-            taken = free
-        else:
-            taken = free[:nr_ranks]
-        if not taken or (nr_ranks >= 0 and len(taken) < nr_ranks):
-            raise DpuError(
-                DpuErrorCode.DPU_ERR_ALLOCATION,
-                f"{len(free)} free rank(s) of {self.config.nr_dpus_per_rank} DPUs; asked for "
-                f"{'all' if nr_ranks < 0 else nr_ranks}",
-            )
-        for r in taken:
-            r.allocated = True
-            r.nr_job_slots = r.free_slots = profile.nr_jobs_per_rank
-            r.job_error = 0
-            r.xfer_matrix.clear()
-            r.callback_matrix.clear()
-            for d in r.dpus:
-                d.enabled = not (profile.disabled_mask >> d.index) & 1
-                if not profile.disable_reset_on_alloc:
-                    d.reset_memories()
-                    d.program = None
-        return taken
+        """Rank ``index`` of the machine (built on first use)."""
+        return self.machine.rank(index)
 
     # -- running ---------------------------------------
     def asyncio_loop_factory(self) -> asyncio.AbstractEventLoop:

@@ -18,18 +18,18 @@ from .._runtime._kernel import PRIO_LATE, HostWaiter, Kernel
 from ._jobs import Job, JobFailed
 
 if TYPE_CHECKING:
-    from .._emulator import Emulator
     from ._dpu import Dpu
+    from ._machine import Machine
 
 
 class Rank:
     """One rank of 64 DPUs (or fewer) with its job queue."""
 
-    def __init__(self, emulator: Emulator, index: int, chip: timing.ChipProfile, nr_dpus: int):
+    def __init__(self, machine: Machine, index: int, chip: timing.ChipProfile, nr_dpus: int):
         from ._dpu import Dpu
 
-        self.emulator = emulator
-        self.kernel: Kernel = emulator.kernel
+        self.machine = machine
+        self.kernel: Kernel = machine.kernel
         self.index = index
         self.chip = chip
         self.actor = (index + 1) << 16
@@ -80,7 +80,7 @@ class Rank:
         job.seq = self._seq
         job.submit_ps = self.kernel.now
         self.queue.append(job)
-        rec = self.emulator.recorder
+        rec = self.machine.recorder
         if rec is not None:
             rec.job_submitted(job)
         if self.current is None and len(self.queue) == 1:
@@ -105,7 +105,7 @@ class Rank:
             return
         self.current = job
         job.start_ps = self.kernel.now
-        rec = self.emulator.recorder
+        rec = self.machine.recorder
         if rec is not None:
             rec.job_started(job)
         try:
@@ -150,7 +150,7 @@ class Rank:
             self.queue.popleft()
         job.end_ps = self.kernel.now
         self._free_slots(1)
-        rec = self.emulator.recorder
+        rec = self.machine.recorder
         if rec is not None:
             rec.job_finished(job, int(code))
 
@@ -171,7 +171,7 @@ class Rank:
         self.queue.clear()
         if keep is not None:
             self.queue.append(keep)
-        rec = self.emulator.recorder
+        rec = self.machine.recorder
         if rec is not None:
             for j in flushed:
                 rec.job_flushed(j, error)
@@ -228,7 +228,7 @@ class Rank:
 
     def _dpu_stopped(self, dpu: Dpu) -> None:
         self.running_dpus -= 1
-        rec = self.emulator.recorder
+        rec = self.machine.recorder
         if rec is not None:
             rec.dpu_stopped(dpu)
         report_fault = dpu.fault is not None and not self._fault_reported

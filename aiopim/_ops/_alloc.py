@@ -33,15 +33,15 @@ async def alloc(
     if nr_ranks is not None:
         nr_ranks = check_int(nr_ranks, "nr_ranks", E.DPU_ERR_ALLOCATION, high=UINT32_MAX)
     parsed = parse_profile(profile)
-    emu.configure(parsed)
+    emu.machine.configure(parsed)
     if nr_dpus is not None:
         if nr_dpus == 0:
             raise DpuError(E.DPU_ERR_ALLOCATION, "cannot allocate 0 DPUs")
         if nr_dpus == DPU_ALLOCATE_ALL:
-            ranks = emu.allocate_ranks(parsed, -1)
+            ranks = emu.machine.allocate_ranks(parsed, -1)
         else:
             needed = -(-nr_dpus // emu.config.nr_dpus_per_rank)
-            ranks = emu.allocate_ranks(parsed, needed)
+            ranks = emu.machine.allocate_ranks(parsed, needed)
             enabled = sum(len(r.enabled_dpus) for r in ranks)
             if enabled < nr_dpus:
                 for r in ranks:
@@ -55,7 +55,7 @@ async def alloc(
         assert nr_ranks is not None
         if nr_ranks == 0:
             raise DpuError(E.DPU_ERR_ALLOCATION, "cannot allocate 0 ranks")
-        ranks = emu.allocate_ranks(parsed, -1 if nr_ranks == DPU_ALLOCATE_ALL else nr_ranks)
+        ranks = emu.machine.allocate_ranks(parsed, -1 if nr_ranks == DPU_ALLOCATE_ALL else nr_ranks)
     owner = Allocation()
     for r in ranks:
         r.owner = owner

@@ -411,7 +411,7 @@ async def _push_input(
     rf = link.rank_fifo(rank)
     mask, size = link.capacity - 1, link.data_size
     s, data = link.struct.offset, link.data.offset
-    rec = rank.emulator.recorder
+    rec = rank.machine.recorder
     t0 = rank.kernel.now
     todo = [d for d in dpus if d.index in buffers]
     first, retry, n_retries = True, False, 0
@@ -518,7 +518,7 @@ async def _flush_output(
     """``dpu_copy_from_wram_fifo``: copy every ring, then ``read_ptr := write_ptr``."""
     rf = link.rank_fifo(rank)
     s, ring = link.struct.offset, link.ring_bytes
-    rec = rank.emulator.recorder
+    rec = rank.machine.recorder
     t0 = rank.kernel.now
     ptrs = await _read_ptrs(link, rank, dpus, rec)
     fills = {idx: (wr - rd) & MASK64 for idx, (rd, wr) in ptrs.items()}

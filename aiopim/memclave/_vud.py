@@ -293,7 +293,7 @@ async def vud_rank_alloc(rank_nr: int) -> VudRank:
         )
         return r
     if rank_nr == VUD_ALLOC_ANY:
-        free = [i for i in range(cfg.nr_ranks) if not emu.rank(i).allocated]
+        free = [i for i in range(cfg.nr_ranks) if not emu.machine.is_allocated(i)]
         if not free:
             _set_err(r, VudError.VUD_NOT_FOUND, "every rank is in use")
             return r
@@ -303,7 +303,7 @@ async def vud_rank_alloc(rank_nr: int) -> VudRank:
         return r
     else:
         index = rank_nr
-        if emu.rank(index).allocated:
+        if emu.machine.is_allocated(index):
             owner = emu.rank(index).control_owner or "the SDK"
             _set_err(r, VudError.VUD_RANK_BUSY, f"rank {index} is held by {owner}")
             return r

@@ -661,7 +661,7 @@ def record(
     emu.op_log = log
     result = outside_event_loop(lambda: emu.run(main, *args, backend=backend))
     emu.op_log = None
-    still = [d.name for r in emu._ranks.values() for d in r.dpus if d.running]
+    still = [d.name for r in emu.machine.ranks() for d in r.dpus if d.running]
     if still:
         log.problems.append(
             f"DPU(s) {format_dpu_list(still)} were still running at the end; sync before returning"

@@ -197,7 +197,7 @@ class Timeline:
             raise ValueError("this emulator was created with record=False: nothing to show")
         running = [
             (r.index, d.index, d.boot_time, None if d.program is None else d.program.name)
-            for r in sorted(emulator._ranks.values(), key=lambda r: r.index)
+            for r in sorted(emulator.machine.ranks(), key=lambda r: r.index)
             for d in r.dpus
             if d.running
         ]
