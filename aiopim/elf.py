@@ -593,7 +593,6 @@ class ElfProgram(DpuProgram):
         self._sections = parsed.sections
         self._all = parsed.symbols
         self._images = parsed.images
-        self.file_size = len(data)
         self._chip, self.cpu_name = chip_from_attributes(parsed.attributes)
         self._model: Model | None = None
         self._behaviour: DpuBehaviour | None = None

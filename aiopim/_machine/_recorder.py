@@ -39,17 +39,6 @@ class _ZeroClock:
     now = 0
 
 
-class _CallClock:
-    __slots__ = ("_fn",)
-
-    def __init__(self, fn: Callable[[], int]) -> None:
-        self._fn = fn
-
-    @property
-    def now(self) -> int:
-        return self._fn()
-
-
 #: the label of the running host task in traces (host lanes); inherited by child tasks
 host_task_label: contextvars.ContextVar[str] = contextvars.ContextVar(
     "aiopim_host_task_label", default="main"
@@ -125,10 +114,6 @@ class Recorder:
     def __init__(self, clock: _Clock | None = None) -> None:
         self.events: list[tuple[Any, ...]] = []
         self._clock: _Clock = clock if clock is not None else _ZeroClock()
-
-    def bind_clock(self, clock: _Clock | Callable[[], int]) -> None:
-        """Read virtual time from ``clock.now`` (the kernel) or from ``clock()``."""
-        self._clock = _CallClock(clock) if callable(clock) else clock
 
     def add(self, kind: str, **fields: Any) -> None:
         """Record an event of any other kind at the current virtual time."""

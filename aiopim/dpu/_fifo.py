@@ -72,7 +72,7 @@ class FifoDecl:
         """Slot index mask."""
         return (1 << self.ptr_size) - 1
 
-    def struct_image(self, struct_addr: int, data_addr: int, tmp_addr: int) -> bytes:
+    def struct_image(self, data_addr: int, tmp_addr: int) -> bytes:
         """Initial bytes of the struct (``{0, 0, data, tmp_data, PTR_SIZE, DATA_SIZE[, 0]}``)."""
         size = struct_size(self.output)
         raw = np.zeros(size, dtype=np.uint8)

@@ -313,7 +313,7 @@ class Program(MailboxConfig, DpuProgram):
         for f in self._fifos:
             at = layout[f.struct.name]
             images.append(
-                MemoryImage(at, f.struct_image(at, layout[f.data.name], layout[f.tmp_data.name]))
+                MemoryImage(at, f.struct_image(layout[f.data.name], layout[f.tmp_data.name]))
             )
         return images
 
