@@ -13,6 +13,7 @@ from memclave_helpers import ADD, KEY, OTHER_KEY, N, add_program, ready_rank, ru
 
 import aiopim
 from aiopim import memclave as mc
+from aiopim.isa import Instruction, encode
 from aiopim.isa.elfwriter import sample_dpu_elf
 from aiopim.memclave._crypto import (
     MODP_2048_P,
@@ -407,3 +408,59 @@ def test_loader_rejects_any_modified_bit(mode: str, flips: list[tuple[int, int]]
     assert isinstance(open_sealed(bytes(bad), KEY), str)
     assert isinstance(open_sealed(bytes(sk[: len(sk) - 1]), KEY), str)
     assert isinstance(open_sealed(bytes(sk), OTHER_KEY), str)
+
+
+# --- the scan with the real instruction decoder (the default) ------------------------------------
+def _word(signature: str, **operands: int) -> int:
+    return encode(Instruction.make(signature, **operands))
+
+
+def test_isa_instruction_reads_mnemonics_and_written_registers() -> None:
+    boot = mc.isa_instruction(_word("boot:rici", ra=24, imm=1, cc=1, pc=0))
+    assert boot is not None and boot.mnemonic == "boot" and boot.writes == frozenset()
+    move = mc.isa_instruction(_word("add:rri", rc=21, ra=24, imm=5))  # move r21, 5
+    assert move is not None and move.mnemonic == "add" and move.writes == {"r21"}
+    load = mc.isa_instruction(_word("ld:erri", endian=0, dc=20, ra=0, off=0))
+    assert load is not None and load.writes == {"d20", "r20", "r21"}
+    store = mc.isa_instruction(_word("sd:erir", endian=0, ra=22, off=0, db=20))
+    assert store is not None and store.writes == frozenset()  # reads d20, writes no register
+    assert mc.isa_instruction((1 << 48) - 1) is None  # not an instruction
+    assert mc.isa_instruction(1 << 50) is None  # bits above the 48-bit word
+
+
+@pytest.mark.parametrize(
+    ("banned", "why"),
+    [
+        (None, None),
+        ("boot", "banned instruction 'boot'"),
+        ("resume", "banned instruction 'resume'"),
+        ("r20", "'add' writes privileged register(s) r20"),
+        ("d20", "'ld' writes privileged register(s) d20, r20, r21"),
+    ],
+)
+def test_default_scan_decodes_real_instructions(
+    backend: str, banned: str | None, why: str | None
+) -> None:
+    plain = [_word("add:rrr", rc=0, ra=1, rb=2), _word("stop:ci", cc=1, pc=0)]
+    extra = {
+        "boot": _word("boot:rici", ra=24, imm=1, cc=1, pc=0),
+        "resume": _word("resume:rici", ra=24, imm=1, cc=1, pc=0),
+        "r20": _word("add:rri", rc=20, ra=24, imm=5),
+        "d20": _word("ld:erri", endian=0, dc=20, ra=0, off=0),
+    }
+    words = plain if banned is None else [*plain[:1], extra[banned], *plain[1:]]
+    sk = _elf_subkernel(words, f"isa-scan-{banned}")
+
+    async def main() -> None:
+        r = await ready_rank()  # no configure_enclave: the default decoder scans
+        await mc.vud_ime_load(r, sk)
+        await mc.vud_ime_launch(r)
+        await mc.vud_ime_wait(r)
+        if why is None:
+            assert r.err == E.VUD_OK, r.detail
+        else:
+            assert r.err == E.VUD_NOT_WAITING
+            assert f"instruction 1 of the subkernel: {why}" in r.detail, r.detail
+            assert not _ran(sk.name)
+
+    run(backend, main)

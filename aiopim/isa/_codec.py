@@ -169,6 +169,11 @@ class Instruction:
         return T.SIG_KEYWORD[self.sig]
 
     @property
+    def mnemonic(self) -> str:
+        """The operation whatever the form (``add`` for ``add.s:rrici``)."""
+        return T.MNEMONICS[T.SIG_FAMILY[self.sig]]
+
+    @property
     def form(self) -> str:
         """Operand form (``rri``, ``zrici``…)."""
         return T.SIG_FORM[self.sig]

@@ -35,6 +35,7 @@ from ._sk import (
     DecodedInstruction,
     InstructionDecoder,
     build_sk,
+    isa_instruction,
     scan_banned_instructions,
 )
 from ._vud import (
@@ -100,7 +101,7 @@ def configure_enclave(
 
     ``shared_static_key``: every DPU has the same static key pair (one ``common_pk``) instead
     of one per DPU. ``decoder``: the instruction decoder the trusted loader's banned-instruction
-    scan uses (None: no scan).
+    scan uses (default: the DPU instruction set's; None: no scan).
     """
     machine = machine_of(emulator or current_emulator())
     if shared_static_key is not None:
@@ -149,6 +150,7 @@ __all__ = [
     "enclave_public_keys",
     "machine_of",
     "persist_range",
+    "isa_instruction",
     "scan_banned_instructions",
     "vud_broadcast_to",
     "vud_broadcast_transfer",

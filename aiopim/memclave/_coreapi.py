@@ -16,6 +16,8 @@ from .._ops._submit import submit as submit_jobs
 from .._runtime._kernel import Delay
 from ..dpu._runner import TaskletRunner
 from ..elf import load_elf
+from ..isa import FIELD_NAMES, decode
+from ..isa._tables import SIG_OPERANDS
 
 #: the value of ``Rank.control_owner`` while Memclave holds a rank
 OWNER = "Memclave"
@@ -39,6 +41,9 @@ def unhook_dpu_stop(rank: Rank) -> None:
 
 
 __all__ = [
+    "FIELD_NAMES",
+    "SIG_OPERANDS",
+    "decode",
     "MRAM_BIT",
     "OWNER",
     "Delay",

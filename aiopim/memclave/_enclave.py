@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .. import timing
+from ..dpu import Program
 from ._coreapi import (
     OWNER,
     Delay,
@@ -47,6 +48,7 @@ from ._crypto import (
 from ._sk import (
     SK_HEADER_BYTES,
     InstructionDecoder,
+    isa_instruction,
     open_sealed,
     parse_header,
     scan_banned_instructions,
@@ -172,7 +174,8 @@ class MemclaveMachine:
         self.emulator = emulator
         self.rng = random.Random(f"aiopim.memclave:{emulator.seed}")
         self.shared_static_key = False
-        self.decoder: InstructionDecoder | None = None
+        #: the banned-instruction scan's decoder (the DPU instruction set; None: no scan)
+        self.decoder: InstructionDecoder | None = isa_instruction
         self.ranks: dict[int, RankEnclave] = {}
 
     def static_keypair(self, rank: int, dpu: int) -> DhKeyPair:
@@ -367,7 +370,8 @@ class RankEnclave:
             self._refuse(dpu, opened)
             return None
         decoder = self.machine.decoder
-        if decoder is not None:
+        # a Python kernel's text is a name tag, not DPU code: only binaries are scanned
+        if decoder is not None and not isinstance(opened.program, Program):
             words = np.frombuffer(opened.text, dtype="<u8")
             banned = scan_banned_instructions(words, decoder)
             if banned:

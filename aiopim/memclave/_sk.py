@@ -18,7 +18,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ._coreapi import DpuError, DpuProgram, MemorySpace, load_elf, space_offset
+from ._coreapi import (
+    FIELD_NAMES,
+    SIG_OPERANDS,
+    DpuError,
+    DpuProgram,
+    MemorySpace,
+    decode,
+    load_elf,
+    space_offset,
+)
 from ._crypto import KEY_BYTES, NONCE_BYTES, TAG_BYTES, aead_open, aead_seal
 from ._errors import VudError
 
@@ -185,6 +194,28 @@ InstructionDecoder = Callable[[int], DecodedInstruction | None]
 BANNED_MNEMONICS = frozenset({"boot", "resume", "clr_run", "ldmai"})
 #: privileged registers of the enclave runtime (r20/r21, and d20 which pairs them)
 BANNED_WRITES = frozenset({"r20", "r21", "d20"})
+
+
+def isa_instruction(word: int) -> DecodedInstruction | None:
+    """The scan's view of one IRAM word, decoded with :mod:`aiopim.isa`: its mnemonic and the
+    registers it writes (None when the word is not an instruction)."""
+    ins = decode(word) if 0 <= word < 1 << 48 else None
+    if ins is None:
+        return None
+    values = ins.values()
+    writes: set[str] = set()
+    for op in SIG_OPERANDS[ins.sig]:
+        name, field = op[0], op[2]
+        if field < 0 or name not in ("rc", "sc", "dc"):
+            continue  # only the destination operands write registers
+        reg = values[FIELD_NAMES[field]]
+        if reg >= 24:
+            continue  # constant registers are read-only
+        if name == "dc":
+            writes |= {f"d{reg}", f"r{reg}", f"r{reg + 1}"}
+        else:
+            writes.add(f"r{reg}")
+    return DecodedInstruction(ins.mnemonic, frozenset(writes))
 
 
 def scan_banned_instructions(
