@@ -253,7 +253,7 @@ class _Assembler:
             raise ValueError(f"chip must be one of {sorted(T.CHIPS)}, not {chip!r}")
         self.chip = chip
         self.source = source
-        self.lines = _strip_comments(text.splitlines())
+        self.lines = _strip_comments([line.removesuffix("\r") for line in text.split("\n")])
         self.sections: dict[str, _Section] = {}
         self.symbols: dict[str, _Sym] = {}
         self.globals: dict[str, _Stmt] = {}
