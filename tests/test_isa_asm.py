@@ -323,3 +323,10 @@ def test_any_text_assembles_or_fails_with_a_position(lines: list[list[str]]) -> 
 def test_labels_in_empty_sections() -> None:
     prog = load_elf(assemble("x:\n .mram\n .data\ny:\n"))
     assert prog.symbol("x").address == 0x80000000 and prog.symbol("y").address == 8
+
+
+def test_line_endings() -> None:
+    assert assemble_program("nop\r\nnop\r\n").text == [encode(Instruction.make("nop:"))] * 2
+    with pytest.raises(AsmError) as info:
+        assemble("nop\n\rnop 1")
+    assert info.value.line == 2

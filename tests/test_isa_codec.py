@@ -197,3 +197,11 @@ def test_first_level_table_finds_the_only_match() -> None:
         assert len(matches) <= 1
         ins = decode(w)
         assert (ins.sig if ins else None) == (matches[0] if matches else None)
+
+
+def test_type_errors_name_the_parameter() -> None:
+    with pytest.raises(TypeError, match="word"):
+        decode("0x1")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="instruction"):
+        encode(0x1234)  # type: ignore[arg-type]
+    assert decode(np.uint64(encode(Instruction.make("nop:")))) == Instruction.make("nop:")

@@ -5,13 +5,29 @@ acquire, release, sdma): the bootstrap, the boot chain, the stack table and main
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pytest
 
 from aiopim.elf import load_elf
 from aiopim.isa import FIELD_NAMES, assemble, decode_program, text_words
 from aiopim.isa import _tables as T
-from aiopim.isa._semantics import COND_NAME, EV_EXTERNAL, EV_OK, condition, execute, new_state
+from aiopim.isa._semantics import (
+    COND_NAME,
+    EV_EXTERNAL,
+    EV_FAULT,
+    EV_ILLEGAL,
+    EV_MEMORY_FAULT,
+    EV_OK,
+    EV_STEP_LIMIT,
+    EV_THREAD_FAULT,
+    EV_UNIMPLEMENTED,
+    condition,
+    execute,
+    new_state,
+    run_threads,
+)
 
 HELLO = Path(__file__).resolve().parent.parent / "examples" / "isa" / "hello.S"
 F = {name: i for i, name in enumerate(FIELD_NAMES)}
@@ -151,3 +167,59 @@ def test_hello_runs_on_execute_and_execute_system() -> None:
     message = prog.symbol("message").address & ~0x08000000
     assert bytes(mram[message : message + 14]) == b"hello, world!\n"
     assert atomic.sum() == 0  # the mutex was released
+
+
+def _load(elf: bytes, threads: int) -> tuple[Any, ...]:
+    prog = load_elf(elf)
+    dec = decode_program(np.array(text_words(elf), np.uint64))
+    regs, pcs, zf, cf, wram = new_state(threads, 65536)
+    mram = np.zeros(1 << 21, np.uint8)
+    for image in prog.images():
+        if not image.address & 0x80000000 and not image.address & 0x08000000:
+            data = np.frombuffer(bytes(image.data), np.uint8)
+            wram[image.address : image.address + len(data)] = data
+    running = np.zeros(threads, np.uint8)
+    running[0] = 1
+    state = (regs, pcs, zf, cf, wram, mram, np.zeros(256, np.uint8), running)
+    return prog, (dec.sig, dec.status, dec.values, *state, np.zeros(2, np.int64))
+
+
+def test_run_threads_runs_the_example() -> None:
+    prog, args = _load(assemble(HELLO.read_text(), "v1B"), 16)
+    event, thread, steps = run_threads(*args, 100_000)
+    assert (event, thread) == (EV_OK, -1) and steps == int(args[-1][0]) > 100
+    wram, mram = args[7], args[8]
+    counter = prog.symbol("counter").address
+    assert int(wram[counter : counter + 4].view(np.uint32)[0]) == 10
+    message = prog.symbol("message").address & ~0x08000000
+    assert bytes(mram[message : message + 14]) == b"hello, world!\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "event", "thread"),
+    [
+        ("jnz id, later\n boot id, 1\n fault 7\nlater: stop", EV_FAULT, 0),
+        ("jnz id, later\n boot id, 1\n stop\nlater: lw r0, zero, 2", EV_MEMORY_FAULT, 1),
+        ("loop: jump loop", EV_STEP_LIMIT, 0),
+        ("jump 50", EV_ILLEGAL, 0),
+        ("hash r0, r1, r2", EV_UNIMPLEMENTED, 0),
+        ("boot id, 20", EV_THREAD_FAULT, 0),
+    ],
+)
+def test_run_threads_stops_on_the_first_event(body: str, event: int, thread: int) -> None:
+    _prog, args = _load(assemble(body), 16)
+    got, tid, _steps = run_threads(*args, 1000)
+    assert (got, tid) == (event, thread)
+
+
+@pytest.mark.long
+def test_compiled_run_threads_agrees() -> None:
+    from aiopim.isa._semantics import compile_run_threads
+
+    fast = compile_run_threads()
+    elf = assemble(HELLO.read_text(), "v1B")
+    _p, slow_args = _load(elf, 16)
+    _p, fast_args = _load(elf, 16)
+    assert run_threads(*slow_args, 100_000) == fast(*fast_args, 100_000)
+    for a, b in zip(slow_args, fast_args, strict=True):
+        assert (a == b).all()

@@ -253,8 +253,7 @@ class _Assembler:
             raise ValueError(f"chip must be one of {sorted(T.CHIPS)}, not {chip!r}")
         self.chip = chip
         self.source = source
-        # lines end at \n only (a CRLF's \r is dropped), so positions match what editors show
-        self.lines = _strip_comments([ln.removesuffix("\r") for ln in text.split("\n")])
+        self.lines = _strip_comments([line.removesuffix("\r") for line in text.split("\n")])
         self.sections: dict[str, _Section] = {}
         self.symbols: dict[str, _Sym] = {}
         self.globals: dict[str, _Stmt] = {}

@@ -26,6 +26,7 @@ All tables are tuples of ints, so an interpreter can turn them into NumPy arrays
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from enum import IntEnum
 from functools import cached_property
@@ -217,6 +218,10 @@ def decode(word: int) -> Instruction | None:
     An illegal but decodable word (condition code outside its map, odd pair) is returned with
     :attr:`Instruction.illegal` set.
     """
+    try:
+        word = operator.index(word)
+    except TypeError:
+        raise TypeError(f"word must be an int, not {type(word).__name__}") from None
     if not 0 <= word <= WORD_MASK:
         raise ValueError(f"an instruction word has 48 bits, got {word:#x}")
     for sig in BUCKETS[_key(word)]:
@@ -243,8 +248,10 @@ def decode(word: int) -> Instruction | None:
 def encode(instruction: Instruction) -> int:
     """The 48-bit word of ``instruction`` (ignored bits 0); :class:`EncodeError` if a field
     value does not fit its width or is not one the signature allows."""
+    if not isinstance(instruction, Instruction):
+        raise TypeError(f"instruction must be an Instruction, not {type(instruction).__name__}")
     sig = instruction.sig
-    if not 0 <= sig < NSIGS:
+    if not 0 <= sig < NSIGS or len(instruction.fields) != NFIELDS:
         raise EncodeError(f"no signature {sig}")
     word = T.SIG_VALUE[sig]
     for fid, width, allowed, pieces, implicit, zero, _rep in T.SIG_FIELDS[sig]:

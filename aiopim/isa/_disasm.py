@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import operator
 import os
 import struct
 import sys
@@ -65,7 +66,11 @@ def disassemble(words: Sequence[int], labels: Mapping[int, str] | None = None) -
     names = dict(labels or {})
     resolve = _Labels(names, len(words))
     out: list[str] = []
-    for i, w in enumerate(words):
+    for i, item in enumerate(words):
+        try:
+            w = operator.index(item)
+        except TypeError:
+            raise TypeError(f"words must be integers, got {type(item).__name__}") from None
         if i in names:
             out.append(f"{names[i]}:")
         ins = decode(w & ((1 << 48) - 1)) if w >> 48 == 0 else None

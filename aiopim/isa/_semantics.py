@@ -69,9 +69,13 @@ __all__ = [
     "EV_DMA_FAULT",
     "EV_FAULT",
     "EV_THREAD_FAULT",
+    "EV_ILLEGAL",
+    "EV_STEP_LIMIT",
+    "run_threads",
     "dma_bytes",
     "execute_system",
     "OPS",
+    "compile_run_threads",
     "compile_semantics",
     "execute",
     "new_state",
@@ -84,6 +88,10 @@ EV_UNIMPLEMENTED: Final = 3
 EV_FAULT: Final = 4
 EV_DMA_FAULT: Final = 5
 EV_THREAD_FAULT: Final = 6
+#: :func:`run_threads` only: undecodable or illegal instruction, or PC outside the program
+EV_ILLEGAL: Final = 7
+#: :func:`run_threads` only: the step budget ran out
+EV_STEP_LIMIT: Final = 8
 
 M32: Final = 0xFFFFFFFF
 
@@ -984,6 +992,58 @@ def execute_system(
     return EV_OK
 
 
+def run_threads(
+    sigs: npt.NDArray[np.int32],
+    status: npt.NDArray[np.int8],
+    rows: npt.NDArray[np.int64],
+    regs: npt.NDArray[np.uint32],
+    pcs: npt.NDArray[np.int64],
+    zf: npt.NDArray[np.uint8],
+    cf: npt.NDArray[np.uint8],
+    wram: npt.NDArray[np.uint8],
+    mram: npt.NDArray[np.uint8],
+    atomic: npt.NDArray[np.uint8],
+    running: npt.NDArray[np.uint8],
+    counter: npt.NDArray[np.int64],
+    max_steps: int,
+) -> tuple[int, int, int]:
+    """Run the threads whose run bit is set, round-robin by thread id (one instruction each
+    per round), until none runs: a functional run without time.
+
+    ``sigs``/``status``/``rows`` are a :class:`DecodedProgram`'s arrays; ``counter[0]``
+    counts the instructions issued. Returns ``(event, thread, steps)``: ``EV_OK`` when every
+    thread stopped, else the event that stopped the run and the thread it happened on
+    (``EV_FAULT``, ``EV_MEMORY_FAULT``, ``EV_DMA_FAULT``, ``EV_THREAD_FAULT``,
+    ``EV_UNIMPLEMENTED``, ``EV_EXTERNAL`` for ``ldmai``, ``EV_ILLEGAL``, ``EV_STEP_LIMIT``);
+    the faulting thread's PC is left on the instruction.
+    """
+    steps = 0
+    nthreads = len(running)
+    active = True
+    while active:
+        active = False
+        for t in range(nthreads):
+            if not running[t]:
+                continue
+            active = True
+            if steps >= max_steps:
+                return EV_STEP_LIMIT, t, steps
+            pc = int(pcs[t])
+            if pc < 0 or pc >= len(sigs) or status[pc] != 0:
+                return EV_ILLEGAL, t, steps
+            sig = int(sigs[pc])
+            ev = execute(sig, rows[pc], t, regs, pcs, zf, cf, wram)
+            if ev == EV_EXTERNAL:
+                ev = execute_system(
+                    sig, rows[pc], t, regs, pcs, zf, wram, mram, atomic, running, counter
+                )
+            if ev != EV_OK:
+                return ev, t, steps
+            steps += 1
+            counter[0] += 1
+    return EV_OK, -1, steps
+
+
 _HELPERS: Final = (
     "read_reg",
     "_src",
@@ -999,16 +1059,12 @@ _HELPERS: Final = (
     "execute",
     "dma_bytes",
     "execute_system",
+    "run_threads",
 )
 
 
-def compile_semantics() -> tuple[Callable[..., int], Callable[..., int]]:
-    """:func:`execute` and :func:`execute_system` compiled with numba (nopython), same
-    arguments and results.
-
-    The module's functions are rebuilt over a private copy of its globals in which every
-    helper is the compiled one; the module itself is untouched. Compiling takes seconds.
-    """
+def _compiled() -> dict[str, Any]:
+    """A private copy of the module's globals whose functions are compiled with numba."""
     import numba
 
     ns: dict[str, Any] = dict(globals())
@@ -1016,4 +1072,21 @@ def compile_semantics() -> tuple[Callable[..., int], Callable[..., int]]:
         fn = globals()[name]
         clone = types.FunctionType(fn.__code__, ns, fn.__name__, fn.__defaults__)
         ns[name] = numba.njit(clone)
+    return ns
+
+
+def compile_semantics() -> tuple[Callable[..., int], Callable[..., int]]:
+    """:func:`execute` and :func:`execute_system` compiled with numba (nopython), same
+    arguments and results.
+
+    The functions are rebuilt over a private copy of the module's globals in which every
+    helper is the compiled one; the module itself is untouched. Compiling takes seconds.
+    """
+    ns = _compiled()
     return ns["execute"], ns["execute_system"]
+
+
+def compile_run_threads() -> Callable[..., tuple[int, int, int]]:
+    """:func:`run_threads` compiled with numba (nopython), like :func:`compile_semantics`."""
+    compiled: Callable[..., tuple[int, int, int]] = _compiled()["run_threads"]
+    return compiled
