@@ -9,11 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from aiopim.elf import load_elf
-from aiopim.isa import FIELD_NAMES, assemble, decode_program, text_words
-from aiopim.isa import _tables as T
-from aiopim.isa._semantics import (
+from isa_reference import (
     COND_NAME,
     EV_EXTERNAL,
     EV_FAULT,
@@ -28,6 +24,10 @@ from aiopim.isa._semantics import (
     new_state,
     run_threads,
 )
+
+from aiopim.elf import load_elf
+from aiopim.isa import FIELD_NAMES, assemble, decode_program, text_words
+from aiopim.isa import _tables as T
 
 HELLO = Path(__file__).resolve().parent.parent / "examples" / "isa" / "hello.S"
 F = {name: i for i, name in enumerate(FIELD_NAMES)}
@@ -132,7 +132,7 @@ def test_hello_runs_on_the_instruction_semantics() -> None:
 def test_hello_runs_on_execute_and_execute_system() -> None:
     """The same run with the package's own system-instruction semantics: the scheduler left
     to write is the loop below (plus, later, virtual time)."""
-    from aiopim.isa._semantics import execute_system
+    from isa_reference import execute_system
 
     elf = assemble(HELLO.read_text(), "v1A")
     prog = load_elf(elf)
@@ -214,7 +214,7 @@ def test_run_threads_stops_on_the_first_event(body: str, event: int, thread: int
 
 @pytest.mark.long
 def test_compiled_run_threads_agrees() -> None:
-    from aiopim.isa._semantics import compile_run_threads
+    from isa_reference import compile_run_threads
 
     fast = compile_run_threads()
     elf = assemble(HELLO.read_text(), "v1B")

@@ -1,4 +1,6 @@
-"""Execution of one decoded DPU instruction on flat NumPy state (the start of the interpreter).
+"""A reference implementation of the DPU instructions, written independently of the interpreter
+in ``aiopim.isa``: the tests cross-check the two. It executes one decoded instruction on flat
+NumPy state.
 
 State of a DPU, all flat arrays so that the code can be compiled with numba later:
 
@@ -58,8 +60,8 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from . import _tables as T
-from ._codec import FIELD_NAMES
+from aiopim.isa import _tables as T
+from aiopim.isa._codec import FIELD_NAMES
 
 __all__ = [
     "EV_EXTERNAL",
