@@ -223,3 +223,37 @@ def test_compiled_run_threads_agrees() -> None:
     assert run_threads(*slow_args, 100_000) == fast(*fast_args, 100_000)
     for a, b in zip(slow_args, fast_args, strict=True):
         assert (a == b).all()
+
+
+def test_keysum_kernel_runs_on_the_reference() -> None:
+    """examples/isa/keysum.S (the key-sum DPU program in assembly: FIFO loop, 16 threads,
+    barrier with stop/resume, DMA, 64-bit sums, reduction) on a FIFO filled beforehand."""
+    path = HELLO.parent / "keysum.S"
+    prog, args = _load(assemble(path.read_text(), "v1B"), 16)
+    wram, mram = args[7], args[8]
+    rng = np.random.default_rng(1)
+    keys = rng.integers(0, 64, 4096).astype(np.uint32)
+    values = rng.integers(0, 1 << 32, 4096, dtype=np.uint64).astype(np.uint32)
+    for name, array in (("keys", keys), ("values", values)):
+        off = prog.symbol(name).address & ~0x08000000
+        mram[off : off + array.nbytes] = array.view(np.uint8)
+
+    def at(name: str) -> int:
+        return int(prog.symbol(name).address)
+
+    pushed = [3, 7, 63, 0, 3, 41]
+    for i, key in enumerate(pushed):
+        slot = at("__input_fifo_data") + 8 * i
+        wram[slot : slot + 8] = np.array([key, 0], np.uint32).view(np.uint8)
+    wram[at("input_fifo") + 8 : at("input_fifo") + 16] = np.array([len(pushed)], np.uint64).view(
+        np.uint8
+    )
+    wram[at("active") : at("active") + 8] = 0  # the host has stopped the loop: drain and return
+    event, _thread, _steps = run_threads(*args, 5_000_000)
+    assert event == EV_OK
+    u64 = lambda a: int(wram[a : a + 8].view(np.uint64)[0])  # noqa: E731
+    assert u64(at("input_fifo")) == len(pushed)  # every input popped
+    assert u64(at("output_fifo") + 8) == len(pushed)  # one output per input
+    out = wram[at("__output_fifo_data") :][: 16 * len(pushed)].view(np.uint64).reshape(-1, 2)
+    expected = [[k, int(values[keys == k].astype(np.uint64).sum())] for k in pushed]
+    assert out.tolist() == expected
