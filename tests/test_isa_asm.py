@@ -167,7 +167,7 @@ def test_hello_example_disassembles_and_reassembles_identically() -> None:
     prog = load_elf(elf)
     assert prog.nr_tasklets == 4 and "counter" in prog.symbols()
     words = text_words(elf)
-    assert len(words) == 25
+    assert len(words) == 49
     labels = {
         (s.address - 0x80000000) // 8: s.name for s in prog.all_symbols() if s.section == ".text"
     }

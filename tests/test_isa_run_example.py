@@ -25,6 +25,7 @@ from isa_reference import (
     run_threads,
 )
 
+from aiopim._machine._dpulog import decode_log
 from aiopim.elf import load_elf
 from aiopim.isa import FIELD_NAMES, assemble, decode_program, text_words
 from aiopim.isa import _tables as T
@@ -193,6 +194,13 @@ def test_run_threads_runs_the_example() -> None:
     assert int(wram[counter : counter + 4].view(np.uint32)[0]) == 10
     message = prog.symbol("message").address & ~0x08000000
     assert bytes(mram[message : message + 14]) == b"hello, world!\n"
+    # the printf-like log: four encoded messages flushed by DMA to __stdout_buffer
+    state = prog.symbol("__stdout_buffer_state").address
+    write_ptr, wrapped = (int(x) for x in wram[state : state + 8].view(np.uint32))
+    assert (write_ptr, wrapped) == (4 * 40, 0)
+    log_at = prog.symbol("__stdout_buffer").address & ~0x08000000
+    lines = decode_log(bytes(mram[log_at : log_at + write_ptr])).splitlines()
+    assert sorted(lines) == [f"hello from tasklet {t}" for t in range(4)]
 
 
 @pytest.mark.parametrize(
