@@ -1,0 +1,20 @@
+"""The private emulator internals the interpreter engine uses (one place to re-point)."""
+
+from __future__ import annotations
+
+from .._machine._dpu import Dpu, FaultInfo
+from .._machine._engine import DpuRunner
+from .._machine._program import IRAM_BIT, MRAM_BIT
+from .._runtime._kernel import INFINITY, PRIO_LATE, Entry, Kernel
+
+__all__ = [
+    "INFINITY",
+    "IRAM_BIT",
+    "MRAM_BIT",
+    "PRIO_LATE",
+    "Dpu",
+    "DpuRunner",
+    "Entry",
+    "FaultInfo",
+    "Kernel",
+]
