@@ -87,10 +87,10 @@ class Asm:
                     values[name] = self.labels[value]
                 elif name in ("off", "imm") and isinstance(value, str):
                     values[name] = self.labels[value]
-                elif isinstance(value, str) and name in kinds:
-                    values[name] = reg(value)
                 elif name == "endian" and isinstance(value, str):
                     values[name] = 1 if value == "big" else 0
+                elif isinstance(value, str) and name in kinds:
+                    values[name] = reg(value)
                 else:
                     values[name] = int(value)
             out.append(encode(Instruction.make(sig, **values)))
@@ -129,3 +129,62 @@ def elf(
 
 def u32(*values: int) -> bytes:
     return np.array(values, np.uint32).tobytes()
+
+
+class Machine:
+    """One DPU's interpreter state outside the emulator: run hand-encoded code directly."""
+
+    def __init__(
+        self, asm: Asm, *, threads: int = 16, wram_size: int = 65536, jit: bool = False
+    ) -> None:
+        from aiopim.isa import _interp as I
+        from aiopim.isa._codec import decode_program
+        from aiopim.isa._semantics import compile_program
+
+        self.I = I
+        self.code = compile_program(decode_program(np.array(asm.words(), np.uint64)))
+        self.regs, self.th, self.dv, self.atomic, self.dma = I.fresh_state(
+            threads, 4096 * 8, 64 << 20
+        )
+        self.wram = np.zeros(wram_size, np.uint8)
+        self.fn = I.get_run(jit)
+
+    def set(self, thread: int = 0, **values: int) -> Machine:
+        """Set registers (``r3=5``), flags (``zf=1``, ``cf=0``)."""
+        for name, value in values.items():
+            if name in ("zf", "cf"):
+                col = self.I.T_ZF if name == "zf" else self.I.T_CF
+                self.th[thread, col] = value
+            else:
+                self.regs[thread, reg(name)] = value & 0xFFFFFFFF
+        return self
+
+    def run(self, cycles: int = 1 << 40, steps: int = 1 << 40) -> int:
+        """Run until the end, a fault, a DMA, ``cycles`` or ``steps`` instructions."""
+        return int(
+            self.fn(
+                self.code, self.regs, self.th, self.dv, self.atomic, self.wram, self.dma,
+                cycles, steps,
+            )
+        )
+
+    def r(self, name: str | int, thread: int = 0) -> int:
+        return int(self.regs[thread, reg(name)])
+
+    def d(self, name: str, thread: int = 0) -> int:
+        """64-bit value of pair ``dN`` (even register = high word)."""
+        n = reg(name)
+        return (self.r(n, thread) << 32) | self.r(n + 1, thread)
+
+    def zf(self, thread: int = 0) -> int:
+        return int(self.th[thread, self.I.T_ZF])
+
+    def cf(self, thread: int = 0) -> int:
+        return int(self.th[thread, self.I.T_CF])
+
+    def pc(self, thread: int = 0) -> int:
+        return int(self.th[thread, self.I.T_PC])
+
+    @property
+    def fault_kind(self) -> int:
+        return int(self.dv[self.I.D_FKIND])

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -795,6 +795,40 @@ def run(
         else:
             th[t, T_PC] = npc
         c += 1
+
+
+State = tuple[
+    npt.NDArray[np.int64],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.uint8],
+    npt.NDArray[np.int64],
+]
+
+
+def fresh_state(nthreads: int, iram_bytes: int, mram_bytes: int) -> State:
+    """``(regs, th, dv, atomic, dma)`` of a DPU at launch: thread 0 ready at PC 0, registers,
+    flags and atomic bits 0, the performance counter counting cycles from 0."""
+    regs = np.zeros((nthreads, 32), np.int64)
+    ids = np.arange(nthreads, dtype=np.int64)
+    regs[:, 25] = 1
+    regs[:, 26] = M32
+    regs[:, 27] = 0x80000000
+    regs[:, 28] = ids
+    regs[:, 29] = ids * 2
+    regs[:, 30] = ids * 4
+    regs[:, 31] = ids * 8
+    th = np.zeros((nthreads, NTH), np.int64)
+    th[0, T_RUN] = RUN_READY
+    dv = np.zeros(ND, np.int64)
+    dv[D_RR] = nthreads - 1
+    dv[D_LAST] = -REVOLVER_CYCLES
+    dv[D_DMA_MIN] = BIG
+    dv[D_PERF_MODE] = 1
+    dv[D_NTHREADS] = nthreads
+    dv[D_IRAM] = iram_bytes
+    dv[D_MRAM] = mram_bytes
+    return regs, th, dv, np.zeros(256, np.uint8), np.zeros((nthreads, 4), np.int64)
 
 
 _JIT_RUN: Callable[..., int] | None = None

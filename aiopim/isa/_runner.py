@@ -200,11 +200,8 @@ class IsaRunner(DpuRunner):
         chip = dpu.chip
         n = chip.nr_threads
         self.nr_threads = n
-        self.regs = np.zeros((n, 32), np.int64)
-        self.th = np.zeros((n, I.NTH), np.int64)
-        self.dv = np.zeros(I.ND, np.int64)
-        self.atomic = np.zeros(T.ATOMIC_BITS, np.uint8)
-        self.dma = np.zeros((n, 4), np.int64)
+        self.regs, self.th, self.dv, self.atomic, self.dma = I.fresh_state(n, 0, 0)
+        self.th[0, I.T_RUN] = I.RUN_STOPPED
         self.program: ElfProgram | None = None
         self.binary: DecodedBinary | None = None
         self.code: npt.NDArray[np.int64] = np.zeros((0, 18), np.int64)
@@ -237,25 +234,9 @@ class IsaRunner(DpuRunner):
         self.program = program
         self.binary = decoded_binary(program)
         self.code = self.binary.code
-        self.regs.fill(0)
-        ids = np.arange(self.nr_threads, dtype=np.int64)
-        self.regs[:, 24:32] = np.stack(
-            [ids * 0, ids * 0 + 1, ids * 0 + 0xFFFFFFFF, ids * 0 + 0x80000000,
-             ids, ids * 2, ids * 4, ids * 8],
-            axis=1,
+        self.regs, self.th, self.dv, self.atomic, self.dma = I.fresh_state(
+            self.nr_threads, len(self.dpu.iram), self.dpu.mram.size
         )
-        self.th.fill(0)
-        self.th[0, I.T_RUN] = I.RUN_READY
-        self.dv.fill(0)
-        self.dv[I.D_RR] = self.nr_threads - 1
-        self.dv[I.D_LAST] = -timing.REVOLVER_CYCLES
-        self.dv[I.D_DMA_MIN] = I.BIG
-        self.dv[I.D_PERF_MODE] = 1
-        self.dv[I.D_NTHREADS] = self.nr_threads
-        self.dv[I.D_IRAM] = len(self.dpu.iram)
-        self.dv[I.D_MRAM] = self.dpu.mram.size
-        self.atomic.fill(0)
-        self.dma.fill(0)
         self.boot_ps = self.dpu.kernel.now
         self.run_id += 1
         self.active = True
