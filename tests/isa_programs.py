@@ -93,7 +93,13 @@ class Asm:
                     values[name] = reg(value)
                 else:
                     values[name] = int(value)
-            out.append(encode(Instruction.make(sig, **values)))
+            ins = Instruction.make(sig, **values)
+            got = ins.values()
+            for name, value in values.items():
+                width = {T.FIELD_NAMES[f[0]]: f[1] for f in T.SIG_FIELDS[sig]}[name]
+                if got[name] != value and got[name] != value & ((1 << width) - 1):
+                    raise ValueError(f"{signature}: {name}={value} does not fit")
+            out.append(encode(ins))
         return out
 
     def text(self) -> bytes:
@@ -117,7 +123,7 @@ def elf(
     ]
     data, lay = sample_dpu_elf(
         nr_tasklets=nr_tasklets,
-        text=asm.text(),
+        text=asm.text().ljust(16, b"\0"),
         host_vars=host_vars,
         mram_vars=mram_vars,
         wram_vars=wram_vars,

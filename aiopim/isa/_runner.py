@@ -121,8 +121,11 @@ def decoded_binary(program: ElfProgram) -> DecodedBinary:
 
 def enclosing_function(program: ElfProgram, pc: int) -> str | None:
     """``name+offset`` of the function or label of ``.text`` holding instruction ``pc``."""
+    decoded = decoded_binary(program)
+    if not 0 <= pc < len(decoded.words):
+        return None
     best: tuple[int, str] | None = None
-    for index, name in decoded_binary(program).functions:
+    for index, name in decoded.functions:
         if index > pc:
             break
         best = (index, name)
@@ -285,7 +288,7 @@ class IsaRunner(DpuRunner):
                 self.code, self.regs, self.th, self.dv, self.atomic, dpu.wram, self.dma,
                 limit, step,
             )
-            if self.trace is not None and reason in (I.R_STEP, I.R_LIMIT, I.R_DMA_REQUEST):
+            if self.trace is not None:
                 self._record_trace()
             if reason == I.R_LIMIT:
                 return None
