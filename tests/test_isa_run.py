@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import anyio
 import numpy as np
 import pytest
 from isa_programs import Asm, elf, u32
@@ -439,3 +440,41 @@ def test_a_bound_model_still_wins_over_the_interpreter() -> None:
     prog.bind(model)
     r = Run(prog, "asyncio", {})
     assert r.fault is None and ran == [0]
+
+
+# ---- host writes during a run see the DPUs exactly at their time ---------------------------------
+def test_parallel_host_write_is_seen_at_its_exact_time(backend: str, jit: bool) -> None:
+    def make(lay: Layout) -> Asm:
+        flag, out = lay["flag"][0], lay["out"][0]
+        a = Asm()
+        a("add:rri", rc="r2", ra="zero", imm=0)  # cycle 0
+        a.label("poll")
+        a("lw:erri", endian="little", rc="r1", ra="zero", off=flag)  # cycle 11 + 33k
+        a("add:rri", rc="r2", ra="r2", imm=1)
+        a("add:zrici", ra="r1", imm=0, cc="z", pc="poll")
+        a("sw:erir", endian="little", ra="zero", off=out, rb="r2")
+        a("stop:ci", cc="false", pc=0)
+        return a
+
+    prog, _ = build(make, host_vars={"flag": bytes(8), "out": bytes(8)})
+    seen: dict[str, Any] = {}
+
+    async def main() -> None:
+        dpus = await aiopim.DpuSet.alloc(2)
+        await dpus.load(prog)
+        await dpus.launch(wait=False)
+        await anyio.sleep(1e-5)
+        await dpus.copy_to("flag", np.array([1, 0], np.uint32), parallel=True)
+        seen["write"] = round(aiopim.now() * 1e12)
+        await dpus.sync()
+        seen["out"] = (await dpus.copy_from("out", np.uint32, 1))[:, 0].tolist()
+        seen["boot"] = [d.boot_time for d in dpus.dpu_list]
+        seen["faults"] = dpus.faults
+
+    aiopim.run(main, backend=backend)
+    assert seen["faults"] == [None, None]
+    boot = seen["boot"][0]
+    k = 0
+    while boot + V1B.cycles_to_ps(11 + 33 * k) < seen["write"]:
+        k += 1
+    assert seen["out"] == [k + 1, k + 1]
