@@ -586,11 +586,11 @@ def test_fuzz_random_tails_after_a_valid_header(tail: bytes) -> None:
 # ================================================================================================
 # models and booting
 # ================================================================================================
-def test_boot_without_model_is_an_internal_error() -> None:
+def test_without_model_there_is_no_behaviour_and_boot_interprets() -> None:
     prog = load_elf(SAMPLE, name="lonely")
     assert registered_model("lonely") is None
     with pytest.raises(DpuError) as info:
-        prog.boot(None)  # type: ignore[arg-type]
+        prog.behaviour()  # a launch runs the instructions instead (tests/test_isa_run.py)
     assert info.value.code is E.DPU_ERR_INTERNAL
     assert "register_model('lonely'" in info.value.detail and "model=" in info.value.detail
 
