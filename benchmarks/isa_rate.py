@@ -20,9 +20,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from isa_programs import Asm, elf  # noqa: E402
+
 import aiopim  # noqa: E402
 from aiopim.isa import _runner  # noqa: E402
-from isa_programs import Asm, elf  # noqa: E402
 
 THREADS = 16
 M32 = 0xFFFFFFFF

@@ -20,7 +20,7 @@ from aiopim.isa import _tables as T
 from aiopim.isa._codec import Instruction, encode, signature_index
 
 IRAM = 0x80000000
-_CONST = {name: code for name, code in T.CONSTANT_REGISTERS}
+_CONST = dict(T.CONSTANT_REGISTERS)
 
 
 def reg(value: Any) -> int:
@@ -42,7 +42,9 @@ def cond_code(sig: int, name: str) -> int:
             for code, n in T.CONDITION_MAPS[op[8]]:
                 if n == idx:
                     return code
-    raise ValueError(f"condition {name!r} is not available in {T.SIG_KEYWORD[sig]}:{T.SIG_FORM[sig]}")
+    raise ValueError(
+        f"condition {name!r} is not available in {T.SIG_KEYWORD[sig]}:{T.SIG_FORM[sig]}"
+    )
 
 
 @dataclass
@@ -83,9 +85,7 @@ class Asm:
             for name, value in fields.items():
                 if name == "cc" and isinstance(value, str):
                     values[name] = cond_code(sig, value)
-                elif name == "pc" and isinstance(value, str):
-                    values[name] = self.labels[value]
-                elif name in ("off", "imm") and isinstance(value, str):
+                elif name in ("pc", "off", "imm") and isinstance(value, str):
                     values[name] = self.labels[value]
                 elif name == "endian" and isinstance(value, str):
                     values[name] = 1 if value == "big" else 0
@@ -118,8 +118,7 @@ def elf(
 ) -> tuple[ElfProgram, dict[str, tuple[int, int, str]]]:
     """The program as a loaded ELF and its symbol layout ``name -> (address, size, section)``."""
     extra = [
-        SymbolSpec(f, IRAM + 8 * i, 0, ".text", type=STT_FUNC)
-        for f, i in asm.functions.items()
+        SymbolSpec(f, IRAM + 8 * i, 0, ".text", type=STT_FUNC) for f, i in asm.functions.items()
     ]
     data, lay = sample_dpu_elf(
         nr_tasklets=nr_tasklets,
@@ -169,8 +168,15 @@ class Machine:
         """Run until the end, a fault, a DMA, ``cycles`` or ``steps`` instructions."""
         return int(
             self.fn(
-                self.code, self.regs, self.th, self.dv, self.atomic, self.wram, self.dma,
-                cycles, steps,
+                self.code,
+                self.regs,
+                self.th,
+                self.dv,
+                self.atomic,
+                self.wram,
+                self.dma,
+                cycles,
+                steps,
             )
         )
 

@@ -54,9 +54,7 @@ def _state(m: Machine) -> list[np.ndarray]:
     return [m.regs, m.th, m.dv, m.atomic, m.wram, m.dma]
 
 
-@settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     words=programs(),
     seed=st.integers(0, 2**32 - 1),

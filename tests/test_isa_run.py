@@ -84,7 +84,7 @@ def stack_table(n: int, base: int = 0x2000, size: int = 0x100) -> bytes:
     return b"".join(u32(0xDEAD0000 + t, base + t * size) for t in range(n))
 
 
-# ---- boot chain, stack table -------------------------------------------------------------------
+# ---- boot chain, stack table ---------------------------------------------------------------------
 @pytest.mark.parametrize("n", [1, 4, 16])
 def test_boot_chain_starts_every_thread_with_its_stack(n: int, backend: str, jit: bool) -> None:
     def make(lay: Layout) -> Asm:
@@ -107,7 +107,7 @@ def test_boot_chain_starts_every_thread_with_its_stack(n: int, backend: str, jit
     assert r.values["seen"].tolist() == expected
 
 
-# ---- mutex ----------------------------------------------------------------------------------------
+# ---- mutex ---------------------------------------------------------------------------------------
 def _counter_program(n: int, k: int, locked: bool) -> ElfProgram:
     def make(lay: Layout) -> Asm:
         counter = lay["counter"][0]
@@ -143,7 +143,7 @@ def test_mutex_protects_a_shared_counter(backend: str, jit: bool) -> None:
     assert int(r.values["counter"][0]) < n * k
 
 
-# ---- barrier: stop / resume with a WRAM wait queue ----------------------------------------------
+# ---- barrier: stop / resume with a WRAM wait queue -----------------------------------------------
 def test_barrier_with_stop_resume_and_a_wait_queue(backend: str, jit: bool) -> None:
     n = 6
 
@@ -198,7 +198,7 @@ def test_barrier_with_stop_resume_and_a_wait_queue(backend: str, jit: bool) -> N
     assert sorted(r.values["queue"].tolist()[: n - 1]) == list(range(n - 1))
 
 
-# ---- bump allocator that faults when full ----------------------------------------------------
+# ---- bump allocator that faults when full --------------------------------------------------------
 def test_bump_allocator_faults_with_code_1_when_full(backend: str, jit: bool) -> None:
     n, heap, chunk = 4, 0x3000, 0x40
 
@@ -304,7 +304,7 @@ def test_dma_outside_memory_is_a_dma_fault(backend: str, jit: bool) -> None:
     assert r.fault is not None and "DMA fault" in r.fault.reason and r.fault.code is None
 
 
-# ---- exact virtual time ----------------------------------------------------------------------
+# ---- exact virtual time --------------------------------------------------------------------------
 def _straight(n: int, body: int) -> ElfProgram:
     """Thread 0 boots threads 1..n-1 (each thread runs the same n-1 boots), then ``body``
     instructions and a stop."""
@@ -333,7 +333,7 @@ def test_issue_rate_is_one_per_cycle_from_eleven_threads(
     assert t2 - t1 == V1B.cycles_to_ps(100 * per_instruction)
 
 
-# ---- malformed programs ----------------------------------------------------------------------
+# ---- malformed programs --------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("make", "needle"),
     [
@@ -391,7 +391,7 @@ def test_illegal_condition_code_and_odd_pair_fault(
     assert r.fault is not None and needle in r.fault.reason
 
 
-# ---- printf log ------------------------------------------------------------------------------
+# ---- printf log ----------------------------------------------------------------------------------
 def test_dpu_log_read_shows_the_binarys_own_printf_output(backend: str, jit: bool) -> None:
     # the SDK's log record of printf("%d items", 42): format section, then values and texts
     message = b"%d%s\0" + (42).to_bytes(4, "little") + b" items\0"
@@ -416,7 +416,7 @@ def test_dpu_log_read_shows_the_binarys_own_printf_output(backend: str, jit: boo
     assert r.fault is None and r.log is not None and r.log.endswith("42 items")
 
 
-# ---- trace, model precedence -----------------------------------------------------------------
+# ---- trace, model precedence ---------------------------------------------------------------------
 def test_bounded_instruction_trace() -> None:
     _runner.IsaRunner.trace_length = 4
     try:

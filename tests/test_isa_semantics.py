@@ -103,14 +103,20 @@ def _add_truth(name: str, a: int, b: int, zf0: int) -> bool:
     return table[name]
 
 
-_ADD_NAMES = [T.CONDITION_NAMES[n] for _, n in T.CONDITION_MAPS[T.CONDITION_MAP_NAMES.index("add_nz_cc")]]
+_ADD_NAMES = [
+    T.CONDITION_NAMES[n] for _, n in T.CONDITION_MAPS[T.CONDITION_MAP_NAMES.index("add_nz_cc")]
+]
 
 
 @pytest.mark.parametrize("name", _ADD_NAMES)
 @settings(max_examples=25, deadline=None)
-@given(a=u32, b=st.one_of(u32, st.sampled_from([0, 1, 31, 32, 1 << 31, M32])), zf0=st.integers(0, 1))
+@given(
+    a=u32, b=st.one_of(u32, st.sampled_from([0, 1, 31, 32, 1 << 31, M32])), zf0=st.integers(0, 1)
+)
 def test_add_conditions(name: str, a: int, b: int, zf0: int) -> None:
-    m = one("add:rrrci", rc="r2", ra="r0", rb="r1", cc=name, pc=3, init={"r0": a, "r1": b, "zf": zf0})
+    m = one(
+        "add:rrrci", rc="r2", ra="r0", rb="r1", cc=name, pc=3, init={"r0": a, "r1": b, "zf": zf0}
+    )
     assert jumped(m) == _add_truth(name, a, b, zf0)
     assert m.r("r2") == (a + b) & M32
 
@@ -150,7 +156,9 @@ def _sub_truth(name: str, a: int, b: int, zf0: int) -> bool:
     return table[name]
 
 
-_SUB_NAMES = [T.CONDITION_NAMES[n] for _, n in T.CONDITION_MAPS[T.CONDITION_MAP_NAMES.index("sub_nz_cc")]]
+_SUB_NAMES = [
+    T.CONDITION_NAMES[n] for _, n in T.CONDITION_MAPS[T.CONDITION_MAP_NAMES.index("sub_nz_cc")]
+]
 
 
 @pytest.mark.parametrize("name", _SUB_NAMES)
@@ -159,7 +167,9 @@ _SUB_NAMES = [T.CONDITION_NAMES[n] for _, n in T.CONDITION_MAPS[T.CONDITION_MAP_
 def test_sub_conditions(name: str, a: int, b: int, zf0: int) -> None:
     if b == 0 and a & 1:
         b = a  # exercise equality often
-    m = one("sub:rrrci", rc="r2", ra="r0", rb="r1", cc=name, pc=3, init={"r0": a, "r1": b, "zf": zf0})
+    m = one(
+        "sub:rrrci", rc="r2", ra="r0", rb="r1", cc=name, pc=3, init={"r0": a, "r1": b, "zf": zf0}
+    )
     assert jumped(m) == _sub_truth(name, a, b, zf0)
 
 
@@ -268,9 +278,9 @@ _BINARY = {
     "lslx": lambda a, b: 0 if b & 31 == 0 else a >> (32 - (b & 31)),
     "lsrx": lambda a, b: 0 if b & 31 == 0 else (a << (32 - (b & 31))) & M32,
     "lsl1x": lambda a, b: M32 if b & 31 == 0 else (a >> (32 - (b & 31))) | (M32 << (b & 31)) & M32,
-    "lsr1x": lambda a, b: M32
-    if b & 31 == 0
-    else ((a << (32 - (b & 31))) & M32) | ((1 << (32 - (b & 31))) - 1),
+    "lsr1x": lambda a, b: (
+        M32 if b & 31 == 0 else ((a << (32 - (b & 31))) & M32) | ((1 << (32 - (b & 31))) - 1)
+    ),
     "cmpb4": lambda a, b: sum(
         1 << (8 * i) for i in range(4) if (a >> (8 * i)) & 255 == (b >> (8 * i)) & 255
     ),

@@ -1,3 +1,5 @@
+# ruff: noqa: SIM109
+# (chains of == comparisons: the shape numba compiles best in the hot loop)
 """The interpreter loop of one DPU: cycle-level issue, every instruction's semantics.
 
 :func:`run` is plain Python over NumPy arrays and integers only, written so that numba
@@ -8,8 +10,9 @@ request, and returns again when a transfer is due so that Python copies the byte
 
 State (all owned by the caller, mutated in place):
 
-* ``regs``: ``int64[threads, 32]`` (values 0..2**32-1): r0-r23, then the constant registers zero, one, lneg,
-  mneg, id, id2, id4, id8 (filled at boot, never written), so a register operand is one load;
+* ``regs``: ``int64[threads, 32]`` (values 0..2**32-1): r0-r23, then the constant registers
+  zero, one, lneg, mneg, id, id2, id4, id8 (filled at boot, never written), so a register
+  operand is one array read;
 * ``th``: ``int64[threads, NTH]``: PC, run state (stopped / running / waiting for a DMA),
   earliest cycle of its next issue (or of its DMA completion), ZF, CF;
 * ``dv``: ``int64[ND]``: DPU-wide scalars (current cycle, round-robin pointer, counters,
@@ -556,7 +559,9 @@ def run(
                 fault = FK_DMA
                 faddr = maddr
             else:
-                dma[t, 0] = DMA_LDMA if op == OP_LDMA else (DMA_SDMA if op == OP_SDMA else DMA_LDMAI)
+                dma[t, 0] = (
+                    DMA_LDMA if op == OP_LDMA else (DMA_SDMA if op == OP_SDMA else DMA_LDMAI)
+                )
                 dma[t, 1] = waddr
                 dma[t, 2] = maddr
                 dma[t, 3] = size

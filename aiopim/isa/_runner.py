@@ -160,14 +160,14 @@ def describe_instruction(program: ElfProgram, pc: int) -> str:
             continue
         v = int(values[fid])
         if kind == T.KIND_REG:
-            parts.append(f"{name}={'d' if op[6] else 's' if op[7] else ''}"
-                         + (str(v) if op[6] or op[7] else _reg(v)))
+            parts.append(
+                f"{name}={'d' if op[6] else 's' if op[7] else ''}"
+                + (str(v) if op[6] or op[7] else _reg(v))
+            )
         elif kind == T.KIND_COND:
             cmap = T.CONDITION_MAPS[op[8]]
             names = dict(cmap)
-            parts.append(
-                f"cc={T.CONDITION_NAMES[names[v]]}" if v in names else f"cc=?{v}"
-            )
+            parts.append(f"cc={T.CONDITION_NAMES[names[v]]}" if v in names else f"cc=?{v}")
         elif kind == T.KIND_ENDIAN:
             parts.append("!big" if v else "!little")
         else:
@@ -244,9 +244,7 @@ class IsaRunner(DpuRunner):
         self.run_id += 1
         self.active = True
         self._run = I.get_run(jit_enabled())
-        self.trace = (
-            collections.deque(maxlen=self.trace_length) if self.trace_length > 0 else None
-        )
+        self.trace = collections.deque(maxlen=self.trace_length) if self.trace_length > 0 else None
         _scheduler(self.dpu.kernel).add(self)
 
     def time_of(self, cycle: int) -> int:
@@ -285,8 +283,15 @@ class IsaRunner(DpuRunner):
         step = I.BIG if self.trace is None else 1
         while True:
             reason = self._run(
-                self.code, self.regs, self.th, self.dv, self.atomic, dpu.wram, self.dma,
-                limit, step,
+                self.code,
+                self.regs,
+                self.th,
+                self.dv,
+                self.atomic,
+                dpu.wram,
+                self.dma,
+                limit,
+                step,
             )
             if self.trace is not None:
                 self._record_trace()

@@ -275,15 +275,6 @@ F_RC, F_RA, F_RB, F_DC, F_DB = _F["rc"], _F["ra"], _F["rb"], _F["dc"], _F["db"]
 F_CC, F_IMM, F_OFF, F_PC, F_SHIFT = _F["cc"], _F["imm"], _F["off"], _F["pc"], _F["shift"]
 F_ENDIAN, F_IMMDMA = _F["endian"], _F["immDma"]
 
-_SIMPLE = {
-    name: _OP[name]
-    for name in (
-        "add addc sub subc and andn nand nor nxor or orn xor asr lsl lsl1 lsl1x lslx lsr lsr1 "
-        "lsr1x lsrx rol ror cmpb4 hash cao clo cls clz extsb extsh extub extuh sats lsl_add "
-        "lsl_sub lsr_add rol_add ldma sdma ldmai acquire release boot resume clr_run read_run "
-        "stop fault time time_cfg call movd swapd mul_step div_step nop"
-    ).split()
-}
 _LOAD_SIZE = {"lbs": (1, True), "lbu": (1, False), "lhs": (2, True), "lhu": (2, False)}
 _LOAD_SIZE |= {"lw": (4, False), "ld": (8, False)}
 _STORE_SIZE = {"sb": 1, "sh": 2, "sw": 4, "sd": 8}
@@ -342,7 +333,7 @@ def _row(sig: int) -> list[int]:
     elif family == "tell":
         row[C_OP] = OP_NOP
     else:
-        row[C_OP] = _SIMPLE[family]
+        row[C_OP] = _OP[family]
     return row
 
 
@@ -438,13 +429,11 @@ def _fill_operands(sig: int, row: npt.NDArray[np.int64], v: npt.NDArray[np.int64
         if row[C_DK] == DK_NONE:
             pair_ops = (OP_MOVD, OP_SWAPD, OP_MUL_STEP, OP_DIV_STEP)
             row[C_DK] = (
-                DK_PAIR
-                if op in pair_ops
-                else (DK_PAIR_S if keyword.endswith(".s") else DK_PAIR_U)
+                DK_PAIR if op in pair_ops else (DK_PAIR_S if keyword.endswith(".s") else DK_PAIR_U)
             )
     if "db" in has:
         row[C_DB] = v[F_DB]
-    if op == OP_LOAD or op == OP_STORE:
+    if op in (OP_LOAD, OP_STORE):
         # A = base register, B = offset; stores: C = register rb / pair db / immediate
         row[C_AK], row[C_AV] = K_REG, v[F_RA]
         row[C_BK], row[C_BV] = K_IMM, v[F_OFF]
