@@ -478,3 +478,48 @@ def test_parallel_host_write_is_seen_at_its_exact_time(backend: str, jit: bool) 
     while boot + V1B.cycles_to_ps(11 + 33 * k) < seen["write"]:
         k += 1
     assert seen["out"] == [k + 1, k + 1]
+
+
+def test_other_dpus_stop_where_the_host_can_first_react_to_a_fault(backend: str) -> None:
+    def make(lay: Layout) -> Asm:
+        mode, flag, count = lay["mode"][0], lay["flag"][0], lay["count"][0]
+        a = Asm()
+        a("lw:erri", endian="little", rc="r1", ra="zero", off=mode)  # cycle 0
+        a("add:zrici", ra="r1", imm=0, cc="z", pc="count")  # cycle 11
+        a.label("spin")
+        a("add:rrici", rc="r1", ra="r1", imm=-1, cc="nz", pc="spin")
+        a("fault:i", imm=7)
+        a.label("count")
+        a("add:rri", rc="r2", ra="r2", imm=1)  # cycle 22 + 44k
+        a("sw:erir", endian="little", ra="zero", off=count, rb="r2")  # cycle 33 + 44k
+        a("lw:erri", endian="little", rc="r3", ra="zero", off=flag)
+        a("add:zrici", ra="r3", imm=0, cc="z", pc="count")
+        a("stop:ci", cc="false", pc=0)
+        return a
+
+    prog, _ = build(make, host_vars={"mode": bytes(8), "flag": bytes(8), "count": bytes(8)})
+    seen: dict[str, Any] = {}
+
+    async def main() -> None:
+        dpus = await aiopim.DpuSet.alloc(2)
+        await dpus.load(prog)
+        await dpus[0].copy_to("mode", np.array([40, 0], np.uint32))
+        with pytest.raises(DpuError):
+            await dpus.launch()  # DPU 0 faults; the host learns it a polling latency later
+        seen["reacted"] = round(aiopim.now() * 1e12)
+        counts = await dpus.copy_from("count", np.uint32, 1, parallel=True)
+        seen["read"] = round(aiopim.now() * 1e12)
+        seen["count"] = int(counts[1, 0])
+        await dpus.copy_to("flag", np.array([1, 0], np.uint32), parallel=True)
+        await dpus.sync()
+        seen["boot"] = dpus.dpu_list[1].boot_time
+        seen["faults"] = [f is not None for f in dpus.faults]
+        seen["fault_time"] = dpus.faults[0].time_ps  # type: ignore[union-attr]
+
+    aiopim.run(main, backend=backend)
+    assert seen["faults"] == [True, False]
+    assert seen["reacted"] == seen["fault_time"] + timing.COMPLETION_POLL_LATENCY_PS
+    k = 0  # stores of DPU 1 issued before the parallel read
+    while seen["boot"] + V1B.cycles_to_ps(33 + 44 * k) < seen["read"]:
+        k += 1
+    assert seen["count"] == k
