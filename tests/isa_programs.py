@@ -115,6 +115,7 @@ def elf(
     wram_vars: Mapping[str, bytes] | None = None,
     stack_size: int = 256,
     name: str = "isa-test",
+    chip: str = "v1B",
 ) -> tuple[ElfProgram, dict[str, tuple[int, int, str]]]:
     """The program as a loaded ELF and its symbol layout ``name -> (address, size, section)``."""
     extra = [
@@ -128,6 +129,7 @@ def elf(
         wram_vars=wram_vars,
         stack_size=stack_size,
         extra=extra,
+        chip=chip,
     )
     return load_elf(data, name=name), dict(lay.symbols)
 

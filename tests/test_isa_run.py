@@ -47,6 +47,7 @@ class Run:
         reads: dict[str, tuple[Any, int]],
         *,
         log: bool = False,
+        chip: str = "v1B",
     ) -> None:
         self.values: dict[str, np.ndarray] = {}
         self.error: DpuError | None = None
@@ -63,7 +64,7 @@ class Run:
                 self.values[name] = (await dpus.copy_from(name, dtype, count))[0]
             self.log = dpus.log() if log else None
 
-        aiopim.run(main, backend=backend)
+        aiopim.run(main, backend=backend, machine=aiopim.MachineConfig(chip=chip))
         self.fault = self.dpu.fault
         self.run_ps = self.dpu.last_run_ps
 
@@ -321,6 +322,13 @@ def test_one_thread_takes_eleven_cycles_per_instruction(backend: str, jit: bool)
     r = Run(_straight(1, 9), backend, {})
     assert r.run_ps == V1B.cycles_to_ps(11 * 10)
     assert r.dpu.runner is not None and r.dpu.runner.instructions == 10  # type: ignore[attr-defined]
+    # v1A: 350 MHz, a cycle is not a whole number of picoseconds
+    a = Asm()
+    for _ in range(12):
+        a("nop:")
+    a("stop:ci", cc="false", pc=0)
+    r = Run(elf(a, chip="v1A")[0], backend, {}, chip="v1A")
+    assert r.run_ps == timing.V1A.cycles_to_ps(11 * 13) and r.fault is None
 
 
 @pytest.mark.parametrize(("n", "per_instruction"), [(16, 16), (11, 11), (5, 11), (2, 11)])
@@ -523,3 +531,17 @@ def test_other_dpus_stop_where_the_host_can_first_react_to_a_fault(backend: str)
     while seen["boot"] + V1B.cycles_to_ps(33 + 44 * k) < seen["read"]:
         k += 1
     assert seen["count"] == k
+
+
+def test_max_run_cycles_stops_a_binary_that_spins_forever(backend: str) -> None:
+    a = Asm()
+    a.label("lock")
+    a("acquire:rici", ra="zero", imm=3, cc="true", pc="lock")  # spins forever
+    a("nop:")
+    _runner.IsaRunner.max_run_cycles = 5000
+    try:
+        r = Run(elf(a)[0], backend, {})
+    finally:
+        _runner.IsaRunner.max_run_cycles = None
+    assert r.fault is not None and "still running after 5000 cycles" in r.fault.reason
+    assert r.run_ps == V1B.cycles_to_ps(5000)

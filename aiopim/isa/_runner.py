@@ -197,6 +197,9 @@ class IsaRunner(DpuRunner):
     #: length of the per-DPU instruction trace kept in :attr:`trace` (0: no trace). A trace
     #: steps the loop one instruction at a time (slow); meant for debugging.
     trace_length: ClassVar[int] = 0
+    #: a run still going after this many cycles stops the DPU in fault (None: no bound). A
+    #: guard for tests of binaries that may spin forever (a real DPU would spin forever too).
+    max_run_cycles: ClassVar[int | None] = None
 
     def __init__(self, dpu: Dpu) -> None:
         super().__init__(dpu)
@@ -279,6 +282,9 @@ class IsaRunner(DpuRunner):
     def advance(self, until_ps: int) -> _Outcome | None:
         """Execute the instructions issued before ``until_ps``; the outcome if the run ended."""
         limit = self.first_cycle_at(until_ps)
+        cap = self.max_run_cycles
+        if cap is not None:
+            limit = min(limit, cap)
         dpu = self.dpu
         step = I.BIG if self.trace is None else 1
         while True:
@@ -296,6 +302,13 @@ class IsaRunner(DpuRunner):
             if self.trace is not None:
                 self._record_trace()
             if reason == I.R_LIMIT:
+                if cap is not None and self.dv[I.D_CYCLE] >= cap:
+                    self.active = False
+                    reason_text = (
+                        f"DPU {dpu.name} still running after {cap} cycles "
+                        "(IsaRunner.max_run_cycles)"
+                    )
+                    return _Outcome(self.time_of(cap), True, reason_text)
                 return None
             if reason == I.R_STEP:
                 continue
