@@ -545,3 +545,27 @@ def test_max_run_cycles_stops_a_binary_that_spins_forever(backend: str) -> None:
         _runner.IsaRunner.max_run_cycles = None
     assert r.fault is not None and "still running after 5000 cycles" in r.fault.reason
     assert r.run_ps == V1B.cycles_to_ps(5000)
+
+
+def test_ldmai_loads_and_runs_new_instructions(backend: str, jit: bool) -> None:
+    def overlay(out: int) -> Asm:
+        o = Asm()
+        o("add:rri", rc="r5", ra="zero", imm=77)
+        o("sw:erir", endian="little", ra="zero", off=out, rb="r5")
+        o("stop:ci", cc="false", pc=0)
+        o("nop:")
+        return o
+
+    def make(lay: Layout) -> Asm:
+        a = Asm()
+        a("add:rri", rc="r0", ra="zero", imm=8 * 4 | (3 << 24))  # IRAM byte 32, 4 words
+        a("add:rri", rc="r1", ra="zero", imm=lay["overlay"][0] & ~0x08000000)
+        a("ldmai:rri", ra="r0", rb="r1", immDma=0)
+        a("call:zri", ra="zero", off=4)  # jump into the overlay
+        return a
+
+    _, lay = elf(Asm(), host_vars={"out": bytes(8)}, mram_vars={"overlay": bytes(32)})
+    code = overlay(lay["out"][0]).text()
+    prog, _ = build(make, host_vars={"out": bytes(8)}, mram_vars={"overlay": code})
+    r = Run(prog, backend, {"out": (np.uint32, 1)})
+    assert r.fault is None and int(r.values["out"][0]) == 77

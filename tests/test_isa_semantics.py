@@ -530,3 +530,40 @@ def test_fault_instruction_and_undecodable_words() -> None:
     assert m.r("r2") == 0x7FFFFFFF
     m = Machine(Asm()("hash:rrr", rc="r2", ra="r0", rb="r1"))
     assert m.run() == I.R_FAULT and m.fault_kind == I.FK_UNIMPLEMENTED
+
+
+# ---- threads ---------------------------------------------------------------------------------
+def test_boot_resume_read_run_clr_run_results() -> None:
+    asm = Asm()
+    asm("add:zrici", ra="id", imm=0, cc="nz", pc="worker")  # 0
+    asm("boot:rici", ra="zero", imm=1, cc="false", pc=0)  # 1: x = 0 (started)
+    asm("add:rri", rc="r10", ra="zero", imm=0)  # 2: r10 = 0
+    asm("boot:rici", ra="zero", imm=1, cc="nz", pc="was_running")  # 3: x = 1: jump
+    asm("fault:i", imm=9)  # 4
+    asm.label("was_running")
+    asm("read_run:rici", ra="zero", imm=1, cc="z", pc="bad")  # 5: running: not taken
+    asm("clr_run:rici", ra="zero", imm=1, cc="z", pc="bad")  # 6: x = 1, thread 1 stops
+    asm("read_run:rici", ra="zero", imm=1, cc="nz", pc="bad")  # 7: x = 0 now
+    asm("resume:rici", ra="zero", imm=1, cc="nz", pc="bad")  # 8: restarts thread 1
+    asm("stop:ci", cc="false", pc=0)  # 9
+    asm.label("bad")
+    asm("fault:i", imm=8)  # 10
+    asm.label("worker")
+    asm("add:rri", rc="r1", ra="r1", imm=1)  # 11: thread 1 counts its iterations
+    asm("add:rrici", rc="r2", ra="r1", imm=-40, cc="nz", pc="worker")  # 12
+    asm("stop:ci", cc="false", pc=0)  # 13
+    m = Machine(asm)
+    assert m.run() == I.R_END, (m.fault_kind, int(m.dv[I.D_FPC]))
+    assert m.r("r1", thread=1) == 40  # resumed where it was stopped, ran to its end
+
+
+def test_performance_counter_counts_instructions_in_mode_2() -> None:
+    asm = Asm()
+    asm("time_cfg:zr", rb="r2")  # mode 2 (instructions), reset
+    for _ in range(40):
+        asm("nop:")
+    asm("time:r", rc="r0")
+    asm("stop:ci", cc="false", pc=0)
+    m = Machine(asm).set(r2=(2 << 1) | 1)
+    assert m.run() == I.R_END
+    assert m.r("r0") == 40 >> 4  # 40 instructions since the reset (cycles would give 440 >> 4)
