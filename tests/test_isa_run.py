@@ -569,3 +569,26 @@ def test_ldmai_loads_and_runs_new_instructions(backend: str, jit: bool) -> None:
     prog, _ = build(make, host_vars={"out": bytes(8)}, mram_vars={"overlay": code})
     r = Run(prog, backend, {"out": (np.uint32, 1)})
     assert r.fault is None and int(r.values["out"][0]) == 77
+
+
+def test_a_launch_runs_what_the_iram_holds() -> None:
+    a = Asm()
+    a("add:rri", rc="r0", ra="zero", imm=5)
+    a("sw:erir", endian="little", ra="zero", off=0, rb="r0")
+    a("stop:ci", cc="false", pc=0)
+    prog = elf(a)[0]
+    patched = Asm()("add:rri", rc="r0", ra="zero", imm=6).text()
+    seen: list[int] = []
+
+    async def main() -> None:
+        dpus = await aiopim.DpuSet.alloc(1)
+        await dpus.load(prog)
+        dpu = dpus.dpu_list[0]
+        await dpus.launch()
+        seen.append(int(dpu.wram[:4].view(np.uint32)[0]))
+        dpu.iram[:8] = np.frombuffer(patched, np.uint8)  # as an ldmai of a previous run would
+        await dpus.launch()
+        seen.append(int(dpu.wram[:4].view(np.uint32)[0]))
+
+    aiopim.run(main)
+    assert seen == [5, 6]

@@ -239,7 +239,7 @@ class IsaRunner(DpuRunner):
         """Boot: thread 0 at PC 0, registers and flags 0, every atomic bit clear."""
         self.program = program
         self.binary = decoded_binary(program)
-        self.code = self.binary.code
+        self.code = self._launch_code(self.binary)
         self.regs, self.th, self.dv, self.atomic, self.dma = I.fresh_state(
             self.nr_threads, len(self.dpu.iram), self.dpu.mram.size
         )
@@ -249,6 +249,16 @@ class IsaRunner(DpuRunner):
         self._run = I.get_run(jit_enabled())
         self.trace = collections.deque(maxlen=self.trace_length) if self.trace_length > 0 else None
         _scheduler(self.dpu.kernel).add(self)
+
+    def _launch_code(self, binary: DecodedBinary) -> npt.NDArray[np.int64]:
+        """The binary's shared rows, unless this DPU's IRAM no longer holds the binary's
+        ``.text`` (an ``ldmai`` overlay of an earlier run, a host write): then decode the IRAM
+        over the same range. PCs beyond ``.text`` fault whatever the IRAM holds there."""
+        n = len(binary.words)
+        words = self.dpu.iram[: n * 8].view("<u8")
+        if np.array_equal(words, binary.words):
+            return binary.code
+        return compile_program(decode_program(words.astype(np.uint64)))
 
     def time_of(self, cycle: int) -> int:
         """Kernel time of this run's ``cycle``."""
