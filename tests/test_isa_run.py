@@ -592,3 +592,19 @@ def test_a_launch_runs_what_the_iram_holds() -> None:
 
     aiopim.run(main)
     assert seen == [5, 6]
+
+
+def test_dma_engine_serialises_requests_of_two_threads(backend: str, jit: bool) -> None:
+    a = Asm()
+    a("boot:rici", ra="zero", imm=1, cc="false", pc=0)  # thread 0 at cycle 0, thread 1 at 1
+    a("ldma:rri", ra="r0", rb="r1", immDma=255)  # 2048 bytes: cycles 11 and 12
+    a("stop:ci", cc="false", pc=0)
+    r = Run(elf(a, nr_tasklets=2)[0], backend, {})
+    busy, latency = timing.dma_cycles(2048, write=False)
+    done0 = 11 + latency  # the engine is free: starts at once
+    start1 = max(12, 11 + busy)  # waits for the engine to have moved the first 2048 bytes
+    done1 = start1 + latency
+    assert r.fault is None
+    assert r.run_ps == V1B.cycles_to_ps(max(done0, done1) + timing.REVOLVER_CYCLES)
+    runner = r.dpu.runner
+    assert runner.dma_requests == 2 and runner.dma_bytes == 4096  # type: ignore[union-attr]

@@ -481,8 +481,15 @@ class IsaScheduler:
         nxt = k.next_event_time()
         horizon = min(k.limit, INFINITY if nxt is None else nxt)
         if horizon <= now:
-            # something else happens now: run what is due before anything at now + 1 ps
-            self.entry = k.call_at(now + 1, self._fire, None, _SCHEDULER_ACTOR, 0)
+            # something else still happens now: execute only what issues before now, and come
+            # back before anything at now + 1 ps
+            for r in active:
+                out = r.advance(now)
+                if out is not None:
+                    k.call_at(out.time_ps, r.report, (r.run_id, out), r.dpu.actor)
+            self.runners = [r for r in self.runners if r.active]
+            if self.runners:
+                self.entry = k.call_at(now + 1, self._fire, None, _SCHEDULER_ACTOR, 0)
             return
         poll = timing.COMPLETION_POLL_LATENCY_PS
         t = now
