@@ -331,8 +331,6 @@ def run(
             bv = int(regs[t, bv])
         av &= M32
         bv &= M32
-        srcv = int(regs[t, code[pc, C_SRC]])
-        zf0 = th[t, T_ZF]
         mode = code[pc, C_MODE]
         dk = code[pc, C_DK]
         d = code[pc, C_D]
@@ -683,6 +681,8 @@ def run(
         taken = False
         cond = code[pc, C_COND]
         if mode == MODE_SET or mode == MODE_JUMP:
+            srcv = int(regs[t, code[pc, C_SRC]])
+            zf0 = th[t, T_ZF]  # flags are written after the condition
             if cond_x >= 0:
                 x = cond_x
             z = x == 0
