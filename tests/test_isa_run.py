@@ -608,3 +608,21 @@ def test_dma_engine_serialises_requests_of_two_threads(backend: str, jit: bool) 
     assert r.run_ps == V1B.cycles_to_ps(max(done0, done1) + timing.REVOLVER_CYCLES)
     runner = r.dpu.runner
     assert runner.dma_requests == 2 and runner.dma_bytes == 4096  # type: ignore[union-attr]
+
+
+def test_the_decoded_binary_is_shared_and_runs_are_deterministic_under_exploration() -> None:
+    prog = _counter_program(8, 10, True)
+
+    async def main() -> tuple[list[int], int, bool]:
+        dpus = await aiopim.DpuSet.alloc(3)
+        await dpus.load(prog)
+        await dpus.launch()
+        counts = (await dpus.copy_from("counter", np.uint32, 1))[:, 0].tolist()
+        codes = [d.runner.code for d in dpus.dpu_list]  # type: ignore[union-attr]
+        shared = all(c is codes[0] for c in codes)
+        return counts, round(aiopim.now() * 1e12), shared
+
+    first = aiopim.run(main, explore=True, seed=11)
+    assert first[0] == [80, 80, 80] and first[2]
+    assert aiopim.run(main, explore=True, seed=11) == first
+    assert aiopim.run(main, backend="trio", explore=True, seed=11) == first
