@@ -25,7 +25,7 @@ from . import _interp as I
 from . import _tables as T
 from ._codec import FIELD_NAMES, DecodeStatus, decode_program
 from ._coreapi import INFINITY, IRAM_BIT, PRIO_LATE, Dpu, DpuRunner, Entry, Kernel
-from ._semantics import compile_program
+from ._semantics import C_STATUS, NCOL, OP_ILLEGAL, compile_program
 
 if TYPE_CHECKING:
     from ..elf import ElfProgram
@@ -210,7 +210,7 @@ class IsaRunner(DpuRunner):
         self.th[0, I.T_RUN] = I.RUN_STOPPED
         self.program: ElfProgram | None = None
         self.binary: DecodedBinary | None = None
-        self.code: npt.NDArray[np.int64] = np.zeros((0, 18), np.int64)
+        self.code: npt.NDArray[np.int64] = np.zeros((0, NCOL), np.int64)
         self.active = False
         self.run_id = 0
         self.boot_ps = 0
@@ -389,7 +389,7 @@ class IsaRunner(DpuRunner):
         n = max(len(self.code), end)
         code = np.zeros((n, self.code.shape[1]), np.int64)
         code[: len(self.code)] = self.code
-        code[len(self.code) :, 0] = 0  # OP_ILLEGAL until written
+        code[len(self.code) :, 0] = OP_ILLEGAL  # until written
         code[first:end] = rows
         self.code = code
 
@@ -418,7 +418,7 @@ class IsaRunner(DpuRunner):
         elif kind == I.FK_UNIMPLEMENTED:
             what = "unimplemented instruction"
         else:
-            status = int(self.code[pc, 16]) if 0 <= pc < len(self.code) else 1
+            status = int(self.code[pc, C_STATUS]) if 0 <= pc < len(self.code) else 1
             what = {
                 DecodeStatus.UNDECODABLE: "illegal instruction: undecodable word",
                 DecodeStatus.ILLEGAL_CONDITION: "illegal instruction: condition code "
