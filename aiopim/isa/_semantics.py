@@ -4,10 +4,12 @@ Every signature (``keyword:form``) is reduced to a row of small integers the int
 dispatches on: an operation id, where the result goes (a register, a sign- or zero-extended
 register pair, nowhere), how the condition is used (none, *set* form, *jump* form), which
 operands feed the operation (registers or constants, in the order the operation reads them),
-and the flags the signature writes. :func:`compile_program` applies these rows to a decoded
-program once per load and gives the flat ``int64[n, NCOL]`` array the loop executes; a
-condition code is resolved to its condition *name* there, so an illegal code becomes an
-illegal-instruction row.
+and the flags the signature writes. ``SIG_TABLE`` holds these static rows; ``SIG_TEMPLATES``
+the same rows with each operand cell naming the decoded field it takes. :func:`compile_program`
+fills the templates from a decoded program once per load (vectorised) and gives the flat
+``int64[n, NCOL]`` array the loop executes; a condition code is resolved to its condition
+*name* there (``-1`` when the form has none), and a code the map does not name, an odd pair or
+an undecodable word becomes an illegal-instruction row.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ __all__ = [
     "NCOL",
     "OP_NAMES",
     "SIG_TABLE",
+    "SIG_TEMPLATES",
     "compile_program",
 ]
 
@@ -387,32 +390,43 @@ def _sources(sig: int) -> list[tuple[str, int]]:
     return out
 
 
+#: marks a template cell that takes a field's value: ``FIELD_REF + field id``
+FIELD_REF: Final = 1 << 20
+
+
+def _build_templates() -> npt.NDArray[np.int64]:
+    """Per signature: its row with every operand cell a reference to the field it reads."""
+    refs = np.arange(len(FIELD_NAMES), dtype=np.int64) + FIELD_REF
+    out = SIG_TABLE.copy()
+    for sig in range(len(out)):
+        row = out[sig]
+        row[C_PC] = refs[F_PC]
+        row[C_ENDIAN] = refs[F_ENDIAN]
+        _fill_operands(sig, row, refs)
+    return out
+
+
 def compile_program(decoded: DecodedProgram) -> npt.NDArray[np.int64]:
-    """The ``int64[n, NCOL]`` rows the interpreter executes for ``decoded``."""
+    """The ``int64[n, NCOL]`` rows the interpreter executes for ``decoded`` (vectorised: the
+    signature's template row, its field references replaced by the instruction's values)."""
     n = len(decoded)
-    code = np.zeros((n, NCOL), dtype=np.int64)
-    code[:, C_COND] = -1
-    code[:, C_SIG] = -1
-    for i in range(n):
-        sig = int(decoded.sig[i])
-        if sig < 0:
-            code[i, C_STATUS] = DecodeStatus.UNDECODABLE
-            continue
-        status = int(decoded.status[i])
-        v = decoded.values[i]
-        row = SIG_TABLE[sig].copy()
-        row[C_STATUS] = status
-        if status != DecodeStatus.OK:
-            row[C_OP] = OP_ILLEGAL
-            code[i] = row
-            continue
-        if _HAS_COND[sig]:
-            row[C_COND] = _COND_DENSE[sig, int(v[F_CC]) & 63]
-        row[C_PC] = v[F_PC]
-        row[C_ENDIAN] = v[F_ENDIAN]
-        _fill_operands(sig, row, v)
-        code[i] = row
-    return code
+    sig = decoded.sig.astype(np.int64)
+    known = sig >= 0
+    safe = np.where(known, sig, 0)
+    code = SIG_TEMPLATES[safe].copy()
+    ref = code >= FIELD_REF
+    rows = np.nonzero(ref)[0]
+    code[ref] = decoded.values[rows, code[ref] - FIELD_REF]
+    cc = decoded.values[:, F_CC] & 63
+    code[:, C_COND] = np.where(_HAS_COND[safe], _COND_DENSE[safe, cc], -1)
+    status = np.where(known, decoded.status.astype(np.int64), int(DecodeStatus.UNDECODABLE))
+    bad = status != DecodeStatus.OK
+    code[bad] = 0
+    code[bad, C_OP] = OP_ILLEGAL
+    code[bad, C_COND] = -1
+    code[bad, C_SIG] = np.where(known[bad], sig[bad], -1)
+    code[:, C_STATUS] = status
+    return code.reshape(n, NCOL)
 
 
 def _fill_operands(sig: int, row: npt.NDArray[np.int64], v: npt.NDArray[np.int64]) -> None:
@@ -481,3 +495,7 @@ def _fill_operands(sig: int, row: npt.NDArray[np.int64], v: npt.NDArray[np.int64
         row[C_AK], row[C_AV] = kinds[0]
     if len(kinds) >= 2:
         row[C_BK], row[C_BV] = kinds[1]
+
+
+#: one template row per signature (see :func:`compile_program`)
+SIG_TEMPLATES: Final = _build_templates()
