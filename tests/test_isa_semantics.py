@@ -567,3 +567,22 @@ def test_performance_counter_counts_instructions_in_mode_2() -> None:
     m = Machine(asm).set(r2=(2 << 1) | 1)
     assert m.run() == I.R_END
     assert m.r("r0") == 40 >> 4  # 40 instructions since the reset (cycles would give 440 >> 4)
+
+
+@pytest.mark.parametrize("op", ["lsl_add", "lsl_sub", "lsr_add", "rol_add"])
+@settings(max_examples=30, deadline=None)
+@given(a=u32, b=u32, n=st.integers(0, 31))
+def test_shift_and_add_family(op: str, a: int, b: int, n: int) -> None:
+    shifted = {
+        "lsl_add": (a << n) & M32,
+        "lsl_sub": (a << n) & M32,
+        "lsr_add": a >> n,
+        "rol_add": ((a << n) | (a >> (32 - n))) & M32 if n else a,
+    }[op]
+    expected = (b - shifted if op == "lsl_sub" else b + shifted) & M32
+    m = one(f"{op}:rrri", rc="r2", rb="r1", ra="r0", shift=n, init={"r0": a, "r1": b})
+    assert m.r("r2") == expected and m.zf() == int(shifted == 0)
+    m = one(
+        f"{op}:rrrici", rc="r2", rb="r1", ra="r0", shift=n, cc="smi", pc=3, init={"r0": a, "r1": b}
+    )
+    assert m.r("r2") == expected and jumped(m) == bool(a >> 31)  # source test on ra
