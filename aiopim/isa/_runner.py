@@ -85,14 +85,21 @@ class DecodedBinary:
     functions: list[tuple[int, str]]
 
 
+#: the largest IRAM of any chip, in bytes (what a loaded program can occupy)
+_IRAM_BYTES = max(chip[1] for chip in T.CHIPS.values()) * 8
+
+
 def _text_words(program: ElfProgram) -> npt.NDArray[np.uint64]:
     end = 0
     parts: list[tuple[int, bytes]] = []
     for image in program.images():
         if image.address & IRAM_BIT and image.address < 0xF0000000:
             off = image.address & ~IRAM_BIT
-            parts.append((off, image.data))
-            end = max(end, off + len(image.data))
+            if off >= _IRAM_BYTES:
+                continue  # cannot be loaded (check_fits rejects it): nothing to decode
+            data = image.data[: _IRAM_BYTES - off]
+            parts.append((off, data))
+            end = max(end, off + len(data))
     buf = np.zeros((end + 7) // 8 * 8, np.uint8)
     for off, data in parts:
         buf[off : off + len(data)] = np.frombuffer(data, np.uint8)
