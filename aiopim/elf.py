@@ -5,15 +5,16 @@ symbols (with the SDK's visibility rules and address encoding, sdk-reference.md 
 images ``dpu_load`` writes (IRAM from ``.text``, WRAM from the ``.data*`` sections, MRAM from
 ``.mram``), ``NR_TASKLETS``, the stack sizes and the hardware version it was built for.
 
-aiopim cannot execute DPU instructions, so *launching* an ELF program needs a behaviour bound to
-it: a Python model of the kernel, written exactly like an :class:`aiopim.Program` entry point
-(``async def main(t: Tasklet)``), that sees the binary's own symbol addresses::
+Launching an ELF program runs its instructions on aiopim's DPU instruction-set interpreter
+(:mod:`aiopim.isa`), in exact virtual time. A Python model of the kernel can stand in for the
+binary instead: written exactly like an :class:`aiopim.Program` entry point
+(``async def main(t: Tasklet)``), it sees the binary's own symbol addresses::
 
     prog = load_elf("checksum.dpu", model=checksum_main)
     # or, keyed by a name you choose (default: the file's stem):
     register_model("checksum", checksum_main)
 
-Loading, symbol look-ups and transfers work without a model; only ``boot`` needs one. A model
+A bound or registered model wins over the interpreter. A model
 is never looked up from anything written inside the file (no module is ever imported by name).
 
 Errors use the SDK's codes: a missing file is ``DPU_ERR_ELF_NO_SUCH_FILE``; anything that is
@@ -596,6 +597,8 @@ class ElfProgram(DpuProgram):
         self._chip, self.cpu_name = chip_from_attributes(parsed.attributes)
         self._model: Model | None = None
         self._behaviour: DpuBehaviour | None = None
+        #: the interpreter's decoded ``.text`` (built at the first interpreted boot, shared)
+        self._interpreter: object | None = None
         if model is not None:
             self.bind(model)
 
@@ -689,8 +692,14 @@ class ElfProgram(DpuProgram):
             )
 
     def boot(self, dpu: Dpu) -> None:
-        """Start the bound behaviour; ``DPU_ERR_INTERNAL`` if no model is bound."""
-        self.behaviour().start(dpu, self)
+        """Start the bound (or registered) model, else run the binary's instructions."""
+        behaviour = self._bound_behaviour()
+        if behaviour is None:
+            from .isa._runner import boot_binary
+
+            boot_binary(dpu, self)
+        else:
+            behaviour.start(dpu, self)
 
     # -- models -----------------------------------------------------------------------------------
     @property
@@ -704,20 +713,25 @@ class ElfProgram(DpuProgram):
         self._model = model
         return self
 
-    def behaviour(self) -> DpuBehaviour:
-        """The behaviour a launch runs: the bound model, else the one registered under
-        :attr:`name`; raises ``DpuError(DPU_ERR_INTERNAL)`` if there is neither."""
+    def _bound_behaviour(self) -> DpuBehaviour | None:
         if self._behaviour is not None:
             return self._behaviour
         entry = _REGISTRY.get(self.name)
-        if entry is None:
+        return None if entry is None else entry[1]
+
+    def behaviour(self) -> DpuBehaviour:
+        """The model a launch runs instead of the binary: the bound model, else the one
+        registered under :attr:`name`; ``DpuError(DPU_ERR_INTERNAL)`` if there is neither
+        (a launch then runs the binary's instructions on the interpreter)."""
+        behaviour = self._bound_behaviour()
+        if behaviour is None:
             raise DpuError(
                 E.DPU_ERR_INTERNAL,
-                f"{self.name!r} is a DPU binary and aiopim cannot execute DPU instructions: no "
-                f"model bound to it; bind one with register_model({self.name!r}, main) or "
+                f"{self.name!r} has no model bound to it (a launch runs its instructions on "
+                f"the interpreter); bind one with register_model({self.name!r}, main) or "
                 "ElfProgram(..., model=main)",
             )
-        return entry[1]
+        return behaviour
 
     # -- symbols ----------------------------------------------------------------------------------
     def sections(self) -> list[ElfSection]:

@@ -30,6 +30,7 @@ from aiopim.elf import (
     registered_model,
     unregister_model,
 )
+from aiopim.isa._runner import decoded_binary
 from aiopim.isa.elfwriter import (
     ELFCLASS64,
     ELFDATA2MSB,
@@ -535,8 +536,11 @@ def check_outcome(data: bytes) -> None:
                     end = space_offset(im.address) + len(im.data)
                     assert end <= limit[aiopim.MemorySpace.of(im.address)]
         with pytest.raises(DpuError) as info:
-            prog.boot(None)  # type: ignore[arg-type]
+            prog.behaviour()
         assert info.value.code is E.DPU_ERR_INTERNAL
+        # the interpreter decodes whatever .text holds (bad words only fault when executed)
+        decoded = decoded_binary(prog)
+        assert len(decoded.code) == len(decoded.words)
     assert time.monotonic() - start < 5.0, "a parse must finish quickly"
 
 
@@ -586,11 +590,11 @@ def test_fuzz_random_tails_after_a_valid_header(tail: bytes) -> None:
 # ================================================================================================
 # models and booting
 # ================================================================================================
-def test_boot_without_model_is_an_internal_error() -> None:
+def test_without_model_there_is_no_behaviour_and_boot_interprets() -> None:
     prog = load_elf(SAMPLE, name="lonely")
     assert registered_model("lonely") is None
     with pytest.raises(DpuError) as info:
-        prog.boot(None)  # type: ignore[arg-type]
+        prog.behaviour()  # a launch runs the instructions instead (tests/test_isa_run.py)
     assert info.value.code is E.DPU_ERR_INTERNAL
     assert "register_model('lonely'" in info.value.detail and "model=" in info.value.detail
 
@@ -742,7 +746,7 @@ def test_loading_never_imports_anything() -> None:
     prog = load_elf(sample(extra=extra), name="json")
     assert "os.system" in prog.symbols()
     with pytest.raises(DpuError):
-        prog.boot(None)  # type: ignore[arg-type]
+        prog.behaviour()
     assert set(sys.modules) == before
 
 

@@ -58,6 +58,8 @@ class Kernel:
         self.events_processed = 0
         #: set by a process that failed with an exception the emulator could not route
         self.crashed: BaseException | None = None
+        #: the time bound of the current :meth:`run`: host tasks act at an event or at it
+        self.limit = INFINITY
 
     # -- scheduling ---------------------------------------
     def call_at(
@@ -96,6 +98,7 @@ class Kernel:
         """Process events due at or before ``limit`` until a host task has been woken."""
         heap = self._heap
         pending = self.host_pending
+        self.limit = limit
         n = 0
         try:
             while heap and not pending:

@@ -1,0 +1,862 @@
+# ruff: noqa: SIM109
+# (chains of == comparisons: the shape numba compiles best in the hot loop)
+"""The interpreter loop of one DPU: cycle-level issue, every instruction's semantics.
+
+:func:`run` is plain Python over NumPy arrays and integers only, written so that numba
+compiles it unchanged (:func:`get_run` picks the compiled or the pure-Python version). It
+executes one DPU from its current cycle until a stop reason: the cycle bound, the end of the
+run, a fault, or a DMA it cannot serve itself (MRAM lives in Python: the loop returns a
+request, and returns again when a transfer is due so that Python copies the bytes then).
+
+State (all owned by the caller, mutated in place):
+
+* ``regs``: ``int64[threads, 32]`` (values 0..2**32-1): r0-r23, then the constant registers
+  zero, one, lneg, mneg, id, id2, id4, id8 (filled at boot, never written), so a register
+  operand is one array read;
+* ``th``: ``int64[threads, NTH]``: PC, run state (stopped / running / waiting for a DMA),
+  earliest cycle of its next issue (or of its DMA completion), ZF, CF;
+* ``dv``: ``int64[ND]``: DPU-wide scalars (current cycle, round-robin pointer, counters,
+  performance counter, fault description, DMA request);
+* ``atomic``: ``uint8[256]``; ``wram``: the DPU's WRAM bytes; ``dma``: ``int64[threads, 4]``
+  the outstanding transfer of each thread (kind, WRAM/IRAM address, MRAM address, size).
+
+Issue rule: one instruction per cycle per DPU, a thread at most once every
+``REVOLVER_CYCLES`` cycles, ready threads in round-robin order after the last issuer.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from ..timing import REVOLVER_CYCLES
+from ._semantics import (
+    C_AK,
+    C_AV,
+    C_BK,
+    C_BV,
+    C_COND,
+    C_CV,
+    C_D,
+    C_DB,
+    C_DK,
+    C_ENDIAN,
+    C_FLAGS,
+    C_MODE,
+    C_OP,
+    C_PC,
+    C_SRC,
+    C_SUB,
+    CN_C,
+    CN_E,
+    CN_FALSE,
+    CN_GES,
+    CN_GEU,
+    CN_GTS,
+    CN_GTU,
+    CN_LARGE,
+    CN_LES,
+    CN_LEU,
+    CN_LTS,
+    CN_LTU,
+    CN_MAX,
+    CN_MI,
+    CN_NC,
+    CN_NC5,
+    CN_NC9,
+    CN_NC10,
+    CN_NC14,
+    CN_NMAX,
+    CN_NOV,
+    CN_NSH32,
+    CN_NZ,
+    CN_O,
+    CN_OV,
+    CN_PL,
+    CN_SE,
+    CN_SH32,
+    CN_SMALL,
+    CN_SMI,
+    CN_SNZ,
+    CN_SO,
+    CN_SPL,
+    CN_SZ,
+    CN_TRUE,
+    CN_XGTS,
+    CN_XGTU,
+    CN_XLES,
+    CN_XLEU,
+    CN_XNZ,
+    CN_XZ,
+    CN_Z,
+    DK_NONE,
+    DK_PAIR,
+    DK_PAIR_S,
+    DK_REG,
+    K_REG,
+    MODE_JUMP,
+    MODE_SET,
+    MUL_A_HIGH,
+    MUL_A_SIGNED,
+    MUL_B_HIGH,
+    MUL_B_SIGNED,
+    OP_ACQUIRE,
+    OP_ADD,
+    OP_ADD_SAFE,
+    OP_ADDC,
+    OP_AND,
+    OP_ANDN,
+    OP_ASR,
+    OP_BOOT,
+    OP_CALL,
+    OP_CAO,
+    OP_CLO,
+    OP_CLR_RUN,
+    OP_CLS,
+    OP_CLZ,
+    OP_CMPB4,
+    OP_DIV_STEP,
+    OP_EXTSB,
+    OP_EXTSH,
+    OP_EXTUB,
+    OP_EXTUH,
+    OP_FAULT,
+    OP_HASH,
+    OP_ILLEGAL,
+    OP_LDMA,
+    OP_LDMAI,
+    OP_LOAD,
+    OP_LSL,
+    OP_LSL1,
+    OP_LSL1X,
+    OP_LSL_ADD,
+    OP_LSL_SUB,
+    OP_LSLX,
+    OP_LSR,
+    OP_LSR1,
+    OP_LSR1X,
+    OP_LSR_ADD,
+    OP_LSRX,
+    OP_MOVD,
+    OP_MUL,
+    OP_MUL_STEP,
+    OP_NAND,
+    OP_NOP,
+    OP_NOR,
+    OP_NXOR,
+    OP_OR,
+    OP_ORN,
+    OP_READ_RUN,
+    OP_RELEASE,
+    OP_RESUME,
+    OP_ROL,
+    OP_ROL_ADD,
+    OP_ROR,
+    OP_SATS,
+    OP_SDMA,
+    OP_STOP,
+    OP_STORE,
+    OP_SUB,
+    OP_SUB_SAFE,
+    OP_SUBC,
+    OP_SWAPD,
+    OP_TIME,
+    OP_TIME_CFG,
+    OP_XOR,
+    SUB_KIND_SHIFT,
+    SUB_SAFE,
+    SUB_SIGNED,
+    SV_ID,
+    SV_IMM,
+)
+
+# ---- thread columns ---------------------------------------------------------------------------
+T_PC: Final = 0
+T_RUN: Final = 1
+T_NEXT: Final = 2
+T_ZF: Final = 3
+T_CF: Final = 4
+NTH: Final = 5
+
+RUN_STOPPED: Final = 0
+RUN_READY: Final = 1
+RUN_DMA: Final = 2
+
+# ---- DPU scalars ------------------------------------------------------------------------------
+D_CYCLE: Final = 0  # next cycle to consider
+D_RR: Final = 1  # last thread that issued
+D_INSTR: Final = 2  # instructions issued since boot
+D_LAST: Final = 3  # cycle of the last issue
+D_DMA_MIN: Final = 4  # earliest completion cycle of an outstanding DMA (BIG if none)
+D_PERF_MODE: Final = 5  # 0 stopped, 1 cycles, 2 instructions
+D_PERF_ACC: Final = 6
+D_PERF_MARK: Final = 7
+D_FKIND: Final = 8
+D_FCODE: Final = 9
+D_FTHREAD: Final = 10
+D_FPC: Final = 11
+D_FADDR: Final = 12
+D_REQ: Final = 13  # thread whose DMA request is pending
+D_NTHREADS: Final = 14
+D_IRAM: Final = 15  # IRAM bytes (ldmai range)
+D_END: Final = 16  # cycle at which the run ended
+D_LAST_PC: Final = 17  # PC of the last issued instruction
+D_MRAM: Final = 18  # MRAM bytes
+ND: Final = 19
+
+BIG: Final = 1 << 62
+
+# ---- stop reasons -----------------------------------------------------------------------------
+R_LIMIT: Final = 0
+R_END: Final = 1
+R_FAULT: Final = 2
+R_DMA_REQUEST: Final = 3
+R_DMA_DUE: Final = 4
+R_STEP: Final = 5
+
+# ---- fault kinds ------------------------------------------------------------------------------
+FK_NONE: Final = 0
+FK_SOFTWARE: Final = 1  # the fault instruction (code in D_FCODE)
+FK_MEMORY: Final = 2
+FK_DMA: Final = 3
+FK_ILLEGAL: Final = 4  # undecodable or illegal word (decode status in D_FCODE)
+FK_PC: Final = 5  # PC outside the loaded instructions
+FK_THREAD: Final = 6  # boot/resume of a thread the DPU does not have
+FK_UNIMPLEMENTED: Final = 7
+FK_SAFE: Final = 8  # safe-register bound exceeded (a memory fault)
+
+# DMA kinds (column 0 of ``dma``)
+DMA_LDMA: Final = 1
+DMA_SDMA: Final = 2
+DMA_LDMAI: Final = 3
+
+M32: Final = 0xFFFFFFFF
+
+
+def run(
+    code: npt.NDArray[np.int64],
+    regs: npt.NDArray[np.int64],
+    th: npt.NDArray[np.int64],
+    dv: npt.NDArray[np.int64],
+    atomic: npt.NDArray[np.uint8],
+    wram: npt.NDArray[np.uint8],
+    dma: npt.NDArray[np.int64],
+    cycle_limit: int,
+    max_issue: int,
+) -> int:
+    """Run until ``cycle_limit`` (exclusive) or a stop reason; at most ``max_issue``
+    instructions (``R_STEP`` when reached; pass a huge number for no bound)."""
+    nprog = code.shape[0]
+    nthreads = dv[D_NTHREADS]
+    wram_size = wram.shape[0]
+    c = dv[D_CYCLE]
+    rr = dv[D_RR]
+    dma_min = dv[D_DMA_MIN]
+    issued = 0
+    while True:
+        if dma_min <= c:
+            dv[D_CYCLE] = c
+            dv[D_RR] = rr
+            return R_DMA_DUE
+        # pick the next ready thread in round-robin order
+        t = -1
+        earliest = BIG
+        k = 0
+        while k < nthreads:
+            u = rr + 1 + k
+            if u >= nthreads:
+                u -= nthreads
+            k += 1
+            if th[u, T_RUN] != RUN_READY:
+                continue
+            nx = th[u, T_NEXT]
+            if nx <= c:
+                t = u
+                break
+            if nx < earliest:
+                earliest = nx
+        if t < 0:
+            if earliest == BIG and dma_min == BIG:
+                dv[D_CYCLE] = c
+                dv[D_RR] = rr
+                dv[D_END] = dv[D_LAST] + REVOLVER_CYCLES
+                return R_END
+            nc = earliest if earliest < dma_min else dma_min
+            if nc >= cycle_limit and c < cycle_limit:
+                nc = cycle_limit
+            if c >= cycle_limit:
+                dv[D_CYCLE] = c
+                dv[D_RR] = rr
+                return R_LIMIT
+            c = nc
+            continue
+        if c >= cycle_limit:
+            dv[D_CYCLE] = c
+            dv[D_RR] = rr
+            return R_LIMIT
+        if issued >= max_issue:
+            dv[D_CYCLE] = c
+            dv[D_RR] = rr
+            return R_STEP
+
+        # ---- issue one instruction of thread t at cycle c ----
+        pc = th[t, T_PC]
+        rr = t
+        issued += 1
+        dv[D_LAST] = c
+        dv[D_LAST_PC] = pc
+        dv[D_INSTR] += 1
+        th[t, T_NEXT] = c + REVOLVER_CYCLES
+        if pc < 0 or pc >= nprog:
+            dv[D_FKIND] = FK_PC
+            dv[D_FTHREAD] = t
+            dv[D_FPC] = pc
+            dv[D_CYCLE] = c
+            dv[D_RR] = rr
+            return R_FAULT
+        op = code[pc, C_OP]
+        npc = pc + 1
+        fault = FK_NONE
+        faddr = 0
+        # operands
+        av = code[pc, C_AV]
+        if code[pc, C_AK] == K_REG:
+            av = int(regs[t, av])
+        bv = code[pc, C_BV]
+        if code[pc, C_BK] == K_REG:
+            bv = int(regs[t, bv])
+        av &= M32
+        bv &= M32
+        mode = code[pc, C_MODE]
+        dk = code[pc, C_DK]
+        d = code[pc, C_D]
+        flags = code[pc, C_FLAGS]
+        # values the condition and the flags need
+        x = 0  # the tested 32-bit value
+        zx = 0  # the value ZF is computed from
+        cy = 0  # carry out of bit 31 (add/sub family)
+        ovf = 0  # signed overflow
+        kb = 0  # carry into each bit (a ^ b ^ x) for nc<k>
+        sh = 0  # raw register shift amount (sh32)
+        cond_x = -1  # 1/0 overrides the condition's x for thread/atomic operations
+        write = dk != DK_NONE
+        result = 0  # the value written to the destination (before extension)
+        wide = 0  # 1: result64 is written to a pair as is
+        result64 = 0
+
+        if op == OP_ADD or op == OP_ADDC or op == OP_SUB or op == OP_SUBC:
+            p = av
+            if op == OP_SUB or op == OP_SUBC:
+                q = (~bv) & M32
+            else:
+                q = bv
+            if op == OP_ADD:
+                cin = 0
+            elif op == OP_SUB:
+                cin = 1
+            else:
+                cin = th[t, T_CF]
+            s = p + q + cin
+            x = s & M32
+            cy = s >> 32
+            ovf = (((p ^ x) & (q ^ x)) >> 31) & 1
+            kb = p ^ q ^ x
+            result = x
+            zx = x
+        elif op <= OP_HASH and op >= OP_AND:
+            sh = bv
+            n = bv & 31
+            if op == OP_AND:
+                x = av & bv
+            elif op == OP_ANDN:
+                x = (~av) & bv & M32
+            elif op == OP_NAND:
+                x = (~(av & bv)) & M32
+            elif op == OP_NOR:
+                x = (~(av | bv)) & M32
+            elif op == OP_NXOR:
+                x = (~(av ^ bv)) & M32
+            elif op == OP_OR:
+                x = av | bv
+            elif op == OP_ORN:
+                x = ((~av) | bv) & M32
+            elif op == OP_XOR:
+                x = av ^ bv
+            elif op == OP_ASR:
+                sa = av - (1 << 32) if av & 0x80000000 else av
+                x = (sa >> n) & M32
+            elif op == OP_LSL:
+                x = (av << n) & M32
+            elif op == OP_LSL1:
+                x = ((av << n) | ((1 << n) - 1)) & M32
+            elif op == OP_LSL1X:
+                if n == 0:
+                    x = M32
+                else:
+                    x = ((av >> (32 - n)) | (M32 << n)) & M32
+            elif op == OP_LSLX:
+                x = 0 if n == 0 else (av >> (32 - n))
+            elif op == OP_LSR:
+                x = av >> n
+            elif op == OP_LSR1:
+                x = ((av >> n) | (M32 ^ (M32 >> n))) & M32
+            elif op == OP_LSR1X:
+                if n == 0:
+                    x = M32
+                else:
+                    x = ((av << (32 - n)) | ((1 << (32 - n)) - 1)) & M32
+            elif op == OP_LSRX:
+                x = 0 if n == 0 else ((av << (32 - n)) & M32)
+            elif op == OP_ROL:
+                x = ((av << n) | (av >> (32 - n))) & M32 if n else av
+            elif op == OP_ROR:
+                x = ((av >> n) | (av << (32 - n))) & M32 if n else av
+            elif op == OP_CMPB4:
+                x = 0
+                for i in range(4):
+                    if ((av >> (8 * i)) & 0xFF) == ((bv >> (8 * i)) & 0xFF):
+                        x |= 1 << (8 * i)
+            elif op == OP_MUL:
+                msel = code[pc, C_SUB]
+                fa = (av >> 8) & 0xFF if msel & MUL_A_HIGH else av & 0xFF
+                if msel & MUL_A_SIGNED and fa & 0x80:
+                    fa -= 256
+                fb = (bv >> 8) & 0xFF if msel & MUL_B_HIGH else bv & 0xFF
+                if msel & MUL_B_SIGNED and fb & 0x80:
+                    fb -= 256
+                x = (fa * fb) & M32
+            else:  # hash: not defined by the instruction set
+                fault = FK_UNIMPLEMENTED
+            result = x
+            zx = x
+        elif op >= OP_CAO and op <= OP_SATS:
+            if op == OP_CAO:
+                x = 0
+                v = av
+                while v:
+                    x += v & 1
+                    v >>= 1
+            elif op == OP_CLZ or op == OP_CLO or op == OP_CLS:
+                v = av
+                if op == OP_CLO or (op == OP_CLS and av & 0x80000000):
+                    v = (~av) & M32
+                x = 0
+                while x < 32 and not (v >> (31 - x)) & 1:
+                    x += 1
+            elif op == OP_EXTSB:
+                x = (av | 0xFFFFFF00) & M32 if av & 0x80 else av & 0xFF
+            elif op == OP_EXTSH:
+                x = (av | 0xFFFF0000) & M32 if av & 0x8000 else av & 0xFFFF
+            elif op == OP_EXTUB:
+                x = av & 0xFF
+            elif op == OP_EXTUH:
+                x = av & 0xFFFF
+            else:  # sats: the saturation bound of ra's sign
+                x = 0x80000000 if av & 0x80000000 else 0x7FFFFFFF
+            result = x
+            zx = x
+        elif op >= OP_LSL_ADD and op <= OP_ROL_ADD:
+            n = code[pc, C_CV] & 31
+            if op == OP_LSR_ADD:
+                shifted = bv >> n
+            elif op == OP_ROL_ADD:
+                shifted = ((bv << n) | (bv >> (32 - n))) & M32 if n else bv
+            else:
+                shifted = (bv << n) & M32
+            if op == OP_LSL_SUB:
+                x = (av - shifted) & M32
+            else:
+                x = (av + shifted) & M32
+            zx = shifted  # ZF comes from the shifted operand, as the instruction set says
+            result = x
+        elif op == OP_ADD_SAFE or op == OP_SUB_SAFE:
+            imm_signed = code[pc, C_BK] != K_REG and (bv & 0x80000000) != 0
+            off = bv - (1 << 32) if imm_signed else bv
+            if op == OP_ADD_SAFE:
+                p = av
+                q = bv
+                cin = 0
+                low = (av & 0xFFFF) + off
+            else:
+                p = av
+                q = (~bv) & M32
+                cin = 1
+                low = (av & 0xFFFF) - off
+            s = p + q + cin
+            x = s & M32
+            cy = s >> 32
+            result = x
+            if low < 0 or low > 0xFFFF:
+                result = (x & 0xFFFFFF) | (t << 25)
+                fault = FK_SAFE
+                faddr = low
+            x = result
+            zx = result
+        elif op == OP_LOAD or op == OP_STORE:
+            sub = code[pc, C_SUB]
+            size = sub & 15
+            off = code[pc, C_BV]
+            if sub & SUB_SAFE:
+                base = av & 0xFFFF
+                addr = base + off
+                if addr + size - (av >> 16) >= 0:
+                    fault = FK_MEMORY
+                    faddr = addr
+            else:
+                addr = (av + off) & M32
+            if fault == FK_NONE and (addr < 0 or addr + size > wram_size or addr % size != 0):
+                fault = FK_MEMORY
+                faddr = addr
+            big = code[pc, C_ENDIAN] != 0
+            if fault == FK_NONE and op == OP_LOAD:
+                v = 0
+                for i in range(size):
+                    if big:
+                        v = (v << 8) | int(wram[addr + i])
+                    else:
+                        v |= int(wram[addr + i]) << (8 * i)
+                if size == 8:
+                    wide = 1
+                    result64 = v
+                else:
+                    if sub & SUB_SIGNED and (v >> (8 * size - 1)) & 1:
+                        v = (v - (1 << (8 * size))) & M32
+                    result = v
+            elif fault == FK_NONE:
+                kind = (sub >> SUB_KIND_SHIFT) & 3
+                cv = code[pc, C_CV]
+                if kind == SV_IMM:
+                    v = cv
+                elif kind == SV_ID:
+                    v = t | cv
+                elif size == 8:
+                    v = (int(regs[t, cv]) << 32) | int(regs[t, cv + 1])
+                else:
+                    v = int(regs[t, cv])
+                for i in range(size):
+                    byte = (v >> (8 * i)) & 0xFF
+                    if big:
+                        wram[addr + size - 1 - i] = byte
+                    else:
+                        wram[addr + i] = byte
+                write = False
+            mode = 0
+        elif op == OP_LDMA or op == OP_SDMA or op == OP_LDMAI:
+            waddr = av & 0x00FFFFF8
+            maddr = bv & 0xFFFFFFF8
+            size = 8 * (1 + ((code[pc, C_CV] + (av >> 24)) & 0xFF))
+            limit = dv[D_IRAM] if op == OP_LDMAI else wram_size
+            if waddr + size > limit:
+                fault = FK_DMA
+                faddr = waddr
+            elif maddr + size > dv[D_MRAM]:
+                fault = FK_DMA
+                faddr = maddr
+            else:
+                dma[t, 0] = (
+                    DMA_LDMA if op == OP_LDMA else (DMA_SDMA if op == OP_SDMA else DMA_LDMAI)
+                )
+                dma[t, 1] = waddr
+                dma[t, 2] = maddr
+                dma[t, 3] = size
+                th[t, T_PC] = npc
+                th[t, T_RUN] = RUN_DMA
+                th[t, T_NEXT] = BIG
+                dv[D_REQ] = t
+                dv[D_CYCLE] = c + 1
+                dv[D_RR] = rr
+                return R_DMA_REQUEST
+        elif op == OP_ACQUIRE or op == OP_RELEASE:
+            v = (av + bv) & 0xFFFF
+            bit = ((v >> 8) ^ v) & 0xFF
+            x = int(atomic[bit])
+            atomic[bit] = 1 if op == OP_ACQUIRE else 0
+            zx = x
+        elif op >= OP_BOOT and op <= OP_READ_RUN:
+            v = (av + bv) & 0xFFFF
+            u = ((v >> 8) ^ v) & 0xFF
+            if u >= nthreads:
+                fault = FK_THREAD
+                faddr = u
+            else:
+                running = th[u, T_RUN] != RUN_STOPPED
+                x = 1 if running else 0
+                if op == OP_BOOT or op == OP_RESUME:
+                    if not running:
+                        if op == OP_BOOT:
+                            th[u, T_PC] = 0
+                        th[u, T_RUN] = RUN_READY
+                        if th[u, T_NEXT] < c + 1:
+                            th[u, T_NEXT] = c + 1
+                elif op == OP_CLR_RUN and th[u, T_RUN] == RUN_READY:
+                    th[u, T_RUN] = RUN_STOPPED
+                zx = x
+        elif op == OP_STOP:
+            x = 1
+            zx = 1
+            cond_x = 1
+        elif op == OP_FAULT:
+            fault = FK_SOFTWARE
+            faddr = av & 0xFFFFFF
+        elif op == OP_TIME or op == OP_TIME_CFG:
+            pm = dv[D_PERF_MODE]
+            if pm == 1:
+                tv = dv[D_PERF_ACC] + c - dv[D_PERF_MARK]
+            elif pm == 2:
+                tv = dv[D_PERF_ACC] + dv[D_INSTR] - 1 - dv[D_PERF_MARK]
+            else:
+                tv = dv[D_PERF_ACC]
+            x = (tv >> 4) & M32
+            result = x
+            if op == OP_TIME_CFG:
+                cfg = (av if code[pc, C_AK] == K_REG else 0) & 7
+                newmode = (cfg >> 1) & 3
+                acc = 0 if cfg & 1 else tv
+                if newmode != 0:
+                    pm = newmode if newmode != 3 else 0
+                dv[D_PERF_MODE] = pm
+                dv[D_PERF_ACC] = acc
+                dv[D_PERF_MARK] = c if pm == 1 else dv[D_INSTR] - 1
+            flags = 0
+        elif op == OP_CALL:
+            result = npc
+            npc = (av + bv) & M32
+            mode = 0
+        elif op == OP_MOVD or op == OP_SWAPD:
+            db = code[pc, C_DB]
+            hi = int(regs[t, db])
+            lo = int(regs[t, db + 1])
+            if op == OP_SWAPD:
+                result64 = (lo << 32) | hi
+            else:
+                result64 = (hi << 32) | lo
+            wide = 1
+            x = hi
+        elif op == OP_MUL_STEP:
+            db = code[pc, C_DB]
+            hi = int(regs[t, db])
+            lo = int(regs[t, db + 1])
+            x = hi >> 1
+            if hi & 1:
+                lo = (lo + ((av << (code[pc, C_CV] & 31)) & M32)) & M32
+            result64 = (x << 32) | lo
+            wide = 1
+            zx = x
+        elif op == OP_DIV_STEP:
+            db = code[pc, C_DB]
+            hi = int(regs[t, db])
+            lo = int(regs[t, db + 1])
+            dd = (av << (code[pc, C_CV] & 31)) & M32
+            if lo >= dd:
+                result64 = ((((hi << 1) | 1) & M32) << 32) | ((lo - dd) & M32)
+            else:
+                keep = int(regs[t, d + 1])
+                result64 = (((hi << 1) & M32) << 32) | keep
+            wide = 1
+            x = (lo - dd) & M32
+        elif op == OP_NOP:
+            write = False
+        elif op == OP_ILLEGAL:
+            fault = FK_ILLEGAL
+        else:
+            fault = FK_ILLEGAL
+
+        if fault != FK_NONE:
+            dv[D_FKIND] = fault
+            dv[D_FCODE] = faddr if fault == FK_SOFTWARE else 0
+            dv[D_FADDR] = faddr
+            dv[D_FTHREAD] = t
+            dv[D_FPC] = pc
+            dv[D_CYCLE] = c
+            dv[D_RR] = rr
+            if fault == FK_SAFE and dk == DK_REG:
+                regs[t, d] = result
+            return R_FAULT
+
+        # ---- condition ----
+        taken = False
+        cond = code[pc, C_COND]
+        if mode == MODE_SET or mode == MODE_JUMP:
+            srcv = int(regs[t, code[pc, C_SRC]])
+            zf0 = th[t, T_ZF]  # flags are written after the condition
+            if cond_x >= 0:
+                x = cond_x
+            z = x == 0
+            neg = (x >> 31) & 1
+            if cond == CN_TRUE:
+                taken = True
+            elif cond == CN_FALSE:
+                taken = False
+            elif cond == CN_Z:
+                taken = z
+            elif cond == CN_NZ:
+                taken = not z
+            elif cond == CN_LTU:
+                taken = cy == 0
+            elif cond == CN_GEU:
+                taken = cy != 0
+            elif cond == CN_LEU:
+                taken = cy == 0 or z
+            elif cond == CN_GTU:
+                taken = cy != 0 and not z
+            elif cond == CN_LTS:
+                taken = (neg ^ ovf) != 0
+            elif cond == CN_GES:
+                taken = (neg ^ ovf) == 0
+            elif cond == CN_LES:
+                taken = (neg ^ ovf) != 0 or z
+            elif cond == CN_GTS:
+                taken = (neg ^ ovf) == 0 and not z
+            elif cond == CN_XZ:
+                taken = z and zf0 != 0
+            elif cond == CN_XNZ:
+                taken = not (z and zf0 != 0)
+            elif cond == CN_XLEU:
+                taken = cy == 0 or (z and zf0 != 0)
+            elif cond == CN_XGTU:
+                taken = not (cy == 0 or (z and zf0 != 0))
+            elif cond == CN_XLES:
+                taken = (neg ^ ovf) != 0 or (z and zf0 != 0)
+            elif cond == CN_XGTS:
+                taken = not ((neg ^ ovf) != 0 or (z and zf0 != 0))
+            elif cond == CN_PL:
+                taken = neg == 0
+            elif cond == CN_MI:
+                taken = neg != 0
+            elif cond == CN_SZ:
+                taken = srcv == 0
+            elif cond == CN_SNZ:
+                taken = srcv != 0
+            elif cond == CN_SPL:
+                taken = (srcv >> 31) & 1 == 0
+            elif cond == CN_SMI:
+                taken = (srcv >> 31) & 1 != 0
+            elif cond == CN_C:
+                taken = cy != 0
+            elif cond == CN_NC:
+                taken = cy == 0
+            elif cond == CN_OV:
+                taken = ovf != 0
+            elif cond == CN_NOV:
+                taken = ovf == 0
+            elif cond == CN_E:
+                taken = x & 1 == 0
+            elif cond == CN_O:
+                taken = x & 1 != 0
+            elif cond == CN_SE:
+                taken = srcv & 1 == 0
+            elif cond == CN_SO:
+                taken = srcv & 1 != 0
+            elif cond == CN_SH32:
+                taken = sh & 32 != 0
+            elif cond == CN_NSH32:
+                taken = sh & 32 == 0
+            elif cond == CN_MAX:
+                taken = x == 32
+            elif cond == CN_NMAX:
+                taken = x != 32
+            elif cond == CN_SMALL:
+                taken = x < 256
+            elif cond == CN_LARGE:
+                taken = x >= 256
+            elif cond >= CN_NC10 and cond <= CN_NC14:
+                taken = (kb >> (10 + cond - CN_NC10)) & 1 == 0
+            elif cond >= CN_NC5 and cond <= CN_NC9:
+                taken = (kb >> (5 + cond - CN_NC5)) & 1 == 0
+            if mode == MODE_SET:
+                result = 1 if taken else 0
+                wide = 0
+
+        # ---- flags ----
+        if flags & 1:
+            th[t, T_ZF] = 1 if (zx & M32) == 0 else 0
+        if flags & 2:
+            th[t, T_CF] = cy
+
+        # ---- destination ----
+        if write:
+            if wide:
+                regs[t, d] = (result64 >> 32) & M32
+                regs[t, d + 1] = result64 & M32
+            elif dk == DK_REG:
+                regs[t, d] = result & M32
+            elif dk == DK_PAIR:
+                regs[t, d] = 0
+                regs[t, d + 1] = result & M32
+            else:
+                r = result & M32
+                regs[t, d] = M32 if (dk == DK_PAIR_S and r & 0x80000000) else 0
+                regs[t, d + 1] = r
+
+        if op == OP_STOP:
+            th[t, T_PC] = code[pc, C_PC] if taken else npc
+            th[t, T_RUN] = RUN_STOPPED
+        elif mode == MODE_JUMP and taken:
+            th[t, T_PC] = code[pc, C_PC]
+        else:
+            th[t, T_PC] = npc
+        c += 1
+
+
+State = tuple[
+    npt.NDArray[np.int64],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.uint8],
+    npt.NDArray[np.int64],
+]
+
+
+def fresh_state(nthreads: int, iram_bytes: int, mram_bytes: int) -> State:
+    """``(regs, th, dv, atomic, dma)`` of a DPU at launch: thread 0 ready at PC 0, registers,
+    flags and atomic bits 0, the performance counter counting cycles from 0."""
+    regs = np.zeros((nthreads, 32), np.int64)
+    ids = np.arange(nthreads, dtype=np.int64)
+    regs[:, 25] = 1
+    regs[:, 26] = M32
+    regs[:, 27] = 0x80000000
+    regs[:, 28] = ids
+    regs[:, 29] = ids * 2
+    regs[:, 30] = ids * 4
+    regs[:, 31] = ids * 8
+    th = np.zeros((nthreads, NTH), np.int64)
+    th[0, T_RUN] = RUN_READY
+    dv = np.zeros(ND, np.int64)
+    dv[D_RR] = nthreads - 1
+    dv[D_LAST] = -REVOLVER_CYCLES
+    dv[D_DMA_MIN] = BIG
+    dv[D_PERF_MODE] = 1
+    dv[D_NTHREADS] = nthreads
+    dv[D_IRAM] = iram_bytes
+    dv[D_MRAM] = mram_bytes
+    return regs, th, dv, np.zeros(256, np.uint8), np.zeros((nthreads, 4), np.int64)
+
+
+_JIT_RUN: Callable[..., int] | None = None
+
+
+def jit_enabled_by_default() -> bool:
+    """``AIOPIM_ISA_JIT`` (default 1): compile the loop with numba when it is installed."""
+    if os.environ.get("AIOPIM_ISA_JIT", "1").strip() in ("0", "false", "no", "off", ""):
+        return False
+    try:
+        import numba  # noqa: F401
+    except ImportError:  # pragma: no cover - numba is a dependency of the test environment
+        return False
+    return True
+
+
+def get_run(jit: bool) -> Callable[..., int]:
+    """The loop: numba-compiled (``cache=True``, compiled on first use) or pure Python."""
+    global _JIT_RUN
+    if not jit:
+        return run
+    if _JIT_RUN is None:
+        import numba
+
+        _JIT_RUN = numba.njit(cache=True, nogil=True)(run)
+    return _JIT_RUN

@@ -1,0 +1,536 @@
+"""Engine 2: DPU binaries run on the instruction-set interpreter, in exact virtual time.
+
+:class:`IsaRunner` holds one DPU's interpreter state; :class:`IsaScheduler` (one per kernel)
+advances every running interpreter DPU in lockstep. Exactness rule: host tasks only act at a
+kernel event or at the bound of the kernel's current run, so the DPUs may run ahead up to
+``H = min(kernel.limit, next kernel event)``; when one DPU ends or faults at ``E`` the host
+cannot react before ``E + COMPLETION_POLL_LATENCY_PS``, so the others stop there, and the
+DPUs advance in chunks of at most that length. Whatever the host then reads or writes, it
+sees every DPU exactly at that instant. The scheduler is a single kernel event, re-armed at
+the horizon; DPU ends and faults become kernel events at their exact times.
+"""
+
+from __future__ import annotations
+
+import collections
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from .. import timing
+from . import _interp as I
+from . import _tables as T
+from ._codec import FIELD_NAMES, DecodeStatus, decode_program
+from ._coreapi import INFINITY, IRAM_BIT, PRIO_LATE, Dpu, DpuRunner, Entry, Kernel
+from ._semantics import C_STATUS, NCOL, OP_ILLEGAL, compile_program
+
+if TYPE_CHECKING:
+    from ..elf import ElfProgram
+
+__all__ = [
+    "DecodedBinary",
+    "IsaRunner",
+    "IsaScheduler",
+    "boot_binary",
+    "decoded_binary",
+    "describe_instruction",
+    "enclosing_function",
+    "set_jit",
+]
+
+#: runtime fault codes of the SDK (``fault`` instruction operands)
+RUNTIME_FAULTS = {
+    1: "heap full",
+    2: "division by zero",
+    3: "assertion failed",
+    4: "halt",
+    5: "printf overflow",
+    6: "already profiling",
+    7: "not profiling",
+    8: "MRAM access not aligned",
+    9: "performance counter configuration not supported",
+}
+_SCHEDULER_ACTOR = (1 << 62) - 1
+#: chunks one scheduler event runs before letting the kernel breathe (run without bound)
+_MAX_CHUNKS = 256
+
+_jit_override: bool | None = None
+
+
+def set_jit(enabled: bool | None) -> None:
+    """Use the numba-compiled loop (True), the pure-Python one (False), or the
+    ``AIOPIM_ISA_JIT`` default (None) for the runs that start afterwards."""
+    global _jit_override
+    _jit_override = enabled
+
+
+def jit_enabled() -> bool:
+    """Whether runs starting now use the compiled loop."""
+    return I.jit_enabled_by_default() if _jit_override is None else _jit_override
+
+
+# ================================================================================================
+# the decoded binary, shared by every DPU that loaded it
+# ================================================================================================
+@dataclass
+class DecodedBinary:
+    """The executable rows of a binary's ``.text`` and what fault messages need."""
+
+    words: npt.NDArray[np.uint64]
+    code: npt.NDArray[np.int64]
+    #: (instruction index, name) of the functions and labels of ``.text``, sorted
+    functions: list[tuple[int, str]]
+
+
+#: the largest IRAM of any chip, in bytes (what a loaded program can occupy)
+_IRAM_BYTES = max(chip[1] for chip in T.CHIPS.values()) * 8
+
+
+def _text_words(program: ElfProgram) -> npt.NDArray[np.uint64]:
+    end = 0
+    parts: list[tuple[int, bytes]] = []
+    for image in program.images():
+        if image.address & IRAM_BIT and image.address < 0xF0000000:
+            off = image.address & ~IRAM_BIT
+            if off >= _IRAM_BYTES:
+                continue  # cannot be loaded (check_fits rejects it): nothing to decode
+            data = image.data[: _IRAM_BYTES - off]
+            parts.append((off, data))
+            end = max(end, off + len(data))
+    buf = np.zeros((end + 7) // 8 * 8, np.uint8)
+    for off, data in parts:
+        buf[off : off + len(data)] = np.frombuffer(data, np.uint8)
+    return buf.view("<u8").astype(np.uint64)
+
+
+def decoded_binary(program: ElfProgram) -> DecodedBinary:
+    """Decode ``program`` once (cached on the program)."""
+    cached = program._interpreter
+    if isinstance(cached, DecodedBinary):
+        return cached
+    words = _text_words(program)
+    code = compile_program(decode_program(words))
+    functions: list[tuple[int, str]] = []
+    for sym in program.all_symbols():
+        if sym.section != ".text" or sym.type not in ("FUNC", "NOTYPE") or not sym.defined:
+            continue
+        if not sym.address & IRAM_BIT:
+            continue
+        functions.append(((sym.address & ~IRAM_BIT) // 8, sym.name))
+    functions.sort()
+    decoded = DecodedBinary(words, code, functions)
+    program._interpreter = decoded
+    return decoded
+
+
+def enclosing_function(program: ElfProgram, pc: int) -> str | None:
+    """``name+offset`` of the function or label of ``.text`` holding instruction ``pc``."""
+    decoded = decoded_binary(program)
+    if not 0 <= pc < len(decoded.words):
+        return None
+    best: tuple[int, str] | None = None
+    for index, name in decoded.functions:
+        if index > pc:
+            break
+        best = (index, name)
+    if best is None:
+        return None
+    return best[1] if best[0] == pc else f"{best[1]}+{pc - best[0]}"
+
+
+def _reg(value: int) -> str:
+    if value < 24:
+        return f"r{value}"
+    return T.CONSTANT_REGISTERS[value - 24][0]
+
+
+def describe_instruction(program: ElfProgram, pc: int) -> str:
+    """The instruction at ``pc`` as text: signature and operand values (for fault messages)."""
+    decoded = decoded_binary(program)
+    if not 0 <= pc < len(decoded.words):
+        return f"<no instruction at {pc}>"
+    word = int(decoded.words[pc])
+    one = decode_program(np.array([word], np.uint64))
+    sig = int(one.sig[0])
+    if sig < 0:
+        return f"<undecodable word {word:#014x}>"
+    values = one.values[0]
+    parts = []
+    for op in T.SIG_OPERANDS[sig]:
+        name, kind, fid = op[0], op[1], op[2]
+        if fid < 0:
+            if kind == T.KIND_CONST_REG:
+                parts.append(name)
+            continue
+        v = int(values[fid])
+        if kind == T.KIND_REG:
+            parts.append(
+                f"{name}={'d' if op[6] else 's' if op[7] else ''}"
+                + (str(v) if op[6] or op[7] else _reg(v))
+            )
+        elif kind == T.KIND_COND:
+            cmap = T.CONDITION_MAPS[op[8]]
+            names = dict(cmap)
+            parts.append(f"cc={T.CONDITION_NAMES[names[v]]}" if v in names else f"cc=?{v}")
+        elif kind == T.KIND_ENDIAN:
+            parts.append("!big" if v else "!little")
+        else:
+            parts.append(f"{FIELD_NAMES[fid]}={v}")
+    status = int(one.status[0])
+    tail = "" if status == DecodeStatus.OK else f" [{DecodeStatus(status).name.lower()}]"
+    return f"{T.SIG_KEYWORD[sig]}:{T.SIG_FORM[sig]} {', '.join(parts)}{tail}".rstrip()
+
+
+# ================================================================================================
+# one DPU
+# ================================================================================================
+@dataclass(frozen=True)
+class _Outcome:
+    """How a DPU's run ended: at ``time_ps``, normally or in fault."""
+
+    time_ps: int
+    fault: bool
+    reason: str = ""
+    code: int | None = None
+    thread: int | None = None
+
+
+class IsaRunner(DpuRunner):
+    """The interpreter state of one DPU (registers, threads, atomic bits, DMA engine)."""
+
+    #: length of the per-DPU instruction trace kept in :attr:`trace` (0: no trace). A trace
+    #: steps the loop one instruction at a time (slow); meant for debugging.
+    trace_length: ClassVar[int] = 0
+    #: a run still going after this many cycles stops the DPU in fault (None: no bound). A
+    #: guard for tests of binaries that may spin forever (a real DPU would spin forever too).
+    max_run_cycles: ClassVar[int | None] = None
+
+    def __init__(self, dpu: Dpu) -> None:
+        super().__init__(dpu)
+        chip = dpu.chip
+        n = chip.nr_threads
+        self.nr_threads = n
+        self.regs, self.th, self.dv, self.atomic, self.dma = I.fresh_state(n, 0, 0)
+        self.th[0, I.T_RUN] = I.RUN_STOPPED
+        self.program: ElfProgram | None = None
+        self.binary: DecodedBinary | None = None
+        self.code: npt.NDArray[np.int64] = np.zeros((0, NCOL), np.int64)
+        self.active = False
+        self.run_id = 0
+        self.boot_ps = 0
+        #: DMA engine: time it is free again, requests and bytes served (as the Python engine)
+        self.dma_free_at = 0
+        self.dma_requests = 0
+        self.dma_bytes = 0
+        self.trace: collections.deque[tuple[int, int, int, str]] | None = None
+        self._run = I.get_run(False)
+
+    # -- DpuRunner ------------------------------------------------------------------------------
+    def live_threads(self) -> int:
+        return int(np.count_nonzero(self.th[:, I.T_RUN])) if self.active else 0
+
+    def halt(self) -> None:
+        if self.active:
+            self.active = False
+            _scheduler(self.dpu.kernel).remove(self)
+        self.run_id += 1
+
+    def blocked(self) -> list[str]:
+        return []
+
+    # -- running --------------------------------------------------------------------------------
+    def start(self, program: ElfProgram) -> None:
+        """Boot: thread 0 at PC 0, registers and flags 0, every atomic bit clear."""
+        self.program = program
+        self.binary = decoded_binary(program)
+        self.code = self._launch_code(self.binary)
+        self.regs, self.th, self.dv, self.atomic, self.dma = I.fresh_state(
+            self.nr_threads, len(self.dpu.iram), self.dpu.mram.size
+        )
+        self.boot_ps = self.dpu.kernel.now
+        self.run_id += 1
+        self.active = True
+        self._run = I.get_run(jit_enabled())
+        self.trace = collections.deque(maxlen=self.trace_length) if self.trace_length > 0 else None
+        _scheduler(self.dpu.kernel).add(self)
+
+    def _launch_code(self, binary: DecodedBinary) -> npt.NDArray[np.int64]:
+        """The binary's shared rows, unless this DPU's IRAM no longer holds the binary's
+        ``.text`` (an ``ldmai`` overlay of an earlier run, a host write): then decode the IRAM
+        over the same range. PCs beyond ``.text`` fault whatever the IRAM holds there."""
+        n = len(binary.words)
+        words = self.dpu.iram[: n * 8].view("<u8")
+        if np.array_equal(words, binary.words):
+            return binary.code
+        return compile_program(decode_program(words.astype(np.uint64)))
+
+    def time_of(self, cycle: int) -> int:
+        """Kernel time of this run's ``cycle``."""
+        return self.boot_ps + self.dpu.chip.cycles_to_ps(cycle)
+
+    def first_cycle_at(self, ps: int) -> int:
+        """The first cycle of this run whose time is at or after ``ps``."""
+        if ps >= INFINITY:
+            return I.BIG
+        dt = ps - self.boot_ps
+        if dt <= 0:
+            return 0
+        chip = self.dpu.chip
+        c = dt * chip.frequency_hz // timing.PS_PER_S
+        while chip.cycles_to_ps(c) < dt:
+            c += 1
+        while c > 0 and chip.cycles_to_ps(c - 1) >= dt:
+            c -= 1
+        return int(c)
+
+    @property
+    def cycles(self) -> int:
+        """Cycles run so far."""
+        return int(self.dv[I.D_CYCLE])
+
+    @property
+    def instructions(self) -> int:
+        """Instructions issued so far in this run."""
+        return int(self.dv[I.D_INSTR])
+
+    def advance(self, until_ps: int) -> _Outcome | None:
+        """Execute the instructions issued before ``until_ps``; the outcome if the run ended."""
+        limit = self.first_cycle_at(until_ps)
+        cap = self.max_run_cycles
+        if cap is not None:
+            limit = min(limit, cap)
+        dpu = self.dpu
+        step = I.BIG if self.trace is None else 1
+        while True:
+            reason = self._run(
+                self.code,
+                self.regs,
+                self.th,
+                self.dv,
+                self.atomic,
+                dpu.wram,
+                self.dma,
+                limit,
+                step,
+            )
+            if self.trace is not None:
+                self._record_trace()
+            if reason == I.R_LIMIT:
+                if cap is not None and self.dv[I.D_CYCLE] >= cap:
+                    self.active = False
+                    reason_text = (
+                        f"DPU {dpu.name} still running after {cap} cycles "
+                        "(IsaRunner.max_run_cycles)"
+                    )
+                    return _Outcome(self.time_of(cap), True, reason_text)
+                return None
+            if reason == I.R_STEP:
+                continue
+            if reason == I.R_DMA_REQUEST:
+                self._dma_request()
+            elif reason == I.R_DMA_DUE:
+                self._dma_due()
+            elif reason == I.R_END:
+                self.active = False
+                return _Outcome(self.time_of(int(self.dv[I.D_END])), False)
+            else:
+                self.active = False
+                return self._fault()
+
+    def _record_trace(self) -> None:
+        assert self.trace is not None and self.program is not None
+        if self.dv[I.D_INSTR] == 0:
+            return
+        key = (int(self.dv[I.D_LAST]), int(self.dv[I.D_RR]), int(self.dv[I.D_LAST_PC]))
+        if self.trace and self.trace[-1][:3] == key:
+            return
+        self.trace.append((*key, describe_instruction(self.program, key[2])))
+
+    # -- DMA ------------------------------------------------------------------------------------
+    def _dma_request(self) -> None:
+        t = int(self.dv[I.D_REQ])
+        kind, _, _, size = (int(v) for v in self.dma[t])
+        issue = int(self.dv[I.D_LAST])
+        chip = self.dpu.chip
+        busy, latency = timing.dma_cycles(size, write=kind == I.DMA_SDMA)
+        start = max(self.time_of(issue), self.dma_free_at)
+        self.dma_free_at = start + chip.cycles_to_ps(busy)
+        done = start + chip.cycles_to_ps(latency)
+        self.dma_requests += 1
+        self.dma_bytes += size
+        due = max(self.first_cycle_at(done), issue + timing.REVOLVER_CYCLES)
+        self.th[t, I.T_NEXT] = due
+        self.dv[I.D_DMA_MIN] = min(int(self.dv[I.D_DMA_MIN]), due)
+
+    def _dma_due(self) -> None:
+        c = int(self.dv[I.D_CYCLE])
+        dpu = self.dpu
+        nxt = I.BIG
+        for t in range(self.nr_threads):
+            if self.th[t, I.T_RUN] != I.RUN_DMA:
+                continue
+            due = int(self.th[t, I.T_NEXT])
+            if due > c:
+                nxt = min(nxt, due)
+                continue
+            kind, waddr, maddr, size = (int(v) for v in self.dma[t])
+            if kind == I.DMA_LDMA:
+                dpu.wram[waddr : waddr + size] = dpu.mram.read(maddr, size)
+            elif kind == I.DMA_SDMA:
+                dpu.mram.write(maddr, dpu.wram[waddr : waddr + size].copy())
+            else:
+                self._load_iram(waddr, dpu.mram.read(maddr, size))
+            self.th[t, I.T_RUN] = I.RUN_READY
+        self.dv[I.D_DMA_MIN] = nxt
+
+    def _load_iram(self, address: int, data: npt.NDArray[np.uint8]) -> None:
+        """``ldmai``: new instructions in this DPU's IRAM (a private copy of the rows)."""
+        dpu = self.dpu
+        dpu.iram[address : address + len(data)] = data
+        first, end = address // 8, (address + len(data)) // 8
+        words = dpu.iram[first * 8 : end * 8].view("<u8").astype(np.uint64)
+        rows = compile_program(decode_program(words))
+        n = max(len(self.code), end)
+        code = np.zeros((n, self.code.shape[1]), np.int64)
+        code[: len(self.code)] = self.code
+        code[len(self.code) :, 0] = OP_ILLEGAL  # until written
+        code[first:end] = rows
+        self.code = code
+
+    # -- faults ---------------------------------------------------------------------------------
+    def _fault(self) -> _Outcome:
+        dv = self.dv
+        kind = int(dv[I.D_FKIND])
+        t, pc = int(dv[I.D_FTHREAD]), int(dv[I.D_FPC])
+        addr = int(dv[I.D_FADDR])
+        code: int | None = None
+        if kind == I.FK_SOFTWARE:
+            code = int(dv[I.D_FCODE])
+            meaning = RUNTIME_FAULTS.get(code)
+            what = f"fault {code}" + (f" ({meaning})" if meaning else "")
+        elif kind == I.FK_MEMORY:
+            what = f"memory fault: WRAM access at {addr:#x} is misaligned or out of range"
+        elif kind == I.FK_SAFE:
+            what = f"memory fault: safe register bound exceeded (offset {addr:#x})"
+        elif kind == I.FK_DMA:
+            what = f"DMA fault: transfer range at {addr:#x} leaves the memory"
+        elif kind == I.FK_PC:
+            n = len(self.code)
+            what = f"PC {pc} is outside the loaded program ({n} instructions)"
+        elif kind == I.FK_THREAD:
+            what = f"thread {addr} does not exist (the DPU has {self.nr_threads} threads)"
+        elif kind == I.FK_UNIMPLEMENTED:
+            what = "unimplemented instruction"
+        else:
+            status = int(self.code[pc, C_STATUS]) if 0 <= pc < len(self.code) else 1
+            what = {
+                DecodeStatus.UNDECODABLE: "illegal instruction: undecodable word",
+                DecodeStatus.ILLEGAL_CONDITION: "illegal instruction: condition code "
+                "not in the condition map",
+                DecodeStatus.ILLEGAL_PAIR: "illegal instruction: odd register pair",
+            }.get(DecodeStatus(status), "illegal instruction")
+        reason = f"DPU {self.dpu.name} thread {t} at PC {pc}"
+        if self.program is not None:
+            func = enclosing_function(self.program, pc)
+            if func is not None:
+                reason += f" ({func})"
+            reason += f": {what}; instruction {describe_instruction(self.program, pc)}"
+        else:
+            reason += f": {what}"
+        return _Outcome(self.time_of(int(dv[I.D_CYCLE])), True, reason, code, t)
+
+    def report(self, arg: tuple[int, _Outcome]) -> None:
+        """Kernel event at the outcome's time: tell the DPU its run ended."""
+        run_id, outcome = arg
+        if run_id != self.run_id or not self.dpu.running:
+            return
+        if outcome.fault:
+            self.dpu.stop_in_fault(outcome.reason, outcome.code, outcome.thread)
+        else:
+            self.dpu.run_ended()
+
+
+# ================================================================================================
+# the per-kernel scheduler
+# ================================================================================================
+class IsaScheduler:
+    """Advances every running interpreter DPU of one kernel (see the module docstring)."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.runners: list[IsaRunner] = []
+        self.entry: Entry | None = None
+
+    def add(self, runner: IsaRunner) -> None:
+        """A DPU booted at the current time."""
+        if runner not in self.runners:
+            self.runners.append(runner)
+        if self.entry is None:
+            k = self.kernel
+            self.entry = k.call_at(k.now, self._fire, None, _SCHEDULER_ACTOR, PRIO_LATE)
+
+    def remove(self, runner: IsaRunner) -> None:
+        """A DPU stopped (its run ended or it was halted from outside)."""
+        if runner in self.runners:
+            self.runners.remove(runner)
+
+    def _fire(self, _: Any) -> None:
+        self.entry = None
+        k = self.kernel
+        active = [r for r in self.runners if r.active]
+        self.runners = active
+        if not active:
+            return
+        now = k.now
+        nxt = k.next_event_time()
+        horizon = min(k.limit, INFINITY if nxt is None else nxt)
+        if horizon <= now:
+            # something else still happens now: execute only what issues before now, and come
+            # back before anything at now + 1 ps
+            for r in active:
+                out = r.advance(now)
+                if out is not None:
+                    k.call_at(out.time_ps, r.report, (r.run_id, out), r.dpu.actor)
+            self.runners = [r for r in self.runners if r.active]
+            if self.runners:
+                self.entry = k.call_at(now + 1, self._fire, None, _SCHEDULER_ACTOR, 0)
+            return
+        poll = timing.COMPLETION_POLL_LATENCY_PS
+        t = now
+        chunks = 0
+        while active and t < horizon and chunks < _MAX_CHUNKS:
+            # one DPU alone needs no lockstep: nobody else can run past its end
+            span = poll if len(active) > 1 else poll * _MAX_CHUNKS
+            t_end = min(horizon, t + span)
+            still: list[IsaRunner] = []
+            for r in active:
+                out = r.advance(t_end)
+                if out is None:
+                    still.append(r)
+                    continue
+                horizon = min(horizon, out.time_ps + poll)
+                k.call_at(out.time_ps, r.report, (r.run_id, out), r.dpu.actor)
+            active = still
+            t = t_end
+            chunks += 1
+        self.runners = [r for r in self.runners if r.active]
+        if self.runners:
+            self.entry = k.call_at(t, self._fire, None, _SCHEDULER_ACTOR, PRIO_LATE)
+
+
+_SCHEDULERS: weakref.WeakKeyDictionary[Kernel, IsaScheduler] = weakref.WeakKeyDictionary()
+
+
+def _scheduler(kernel: Kernel) -> IsaScheduler:
+    s = _SCHEDULERS.get(kernel)
+    if s is None:
+        s = _SCHEDULERS[kernel] = IsaScheduler(kernel)
+    return s
+
+
+def boot_binary(dpu: Dpu, program: ElfProgram) -> None:
+    """Start ``program``'s instructions on ``dpu`` (thread 0 at PC 0)."""
+    dpu.runner_of(IsaRunner).start(program)
