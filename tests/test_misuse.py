@@ -596,3 +596,24 @@ def test_random_misuse_only_raises_sdk_errors_or_type_errors(
 @given(sequence=st.lists(calls, min_size=1, max_size=40))
 def test_random_misuse_long(backend: str, sequence: list[Call]) -> None:
     _run_sequence(backend, [Call("alloc", (2,)), Call("load", (0, "misuse")), *sequence])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_free_while_a_fifo_push_job_runs(backend: str) -> None:
+    """A push job already running when its set is freed finishes with the link state it was
+    given at the call (found by the long run: the job re-checked the freed allocation inside
+    the kernel)."""
+
+    async def host() -> None:
+        dpus = await dpu_alloc(2, "")
+        await dpu_load(dpus, misuse_program())
+        fifo = dpus.link_input_fifo("fin", np.uint64)
+        fifo.max_retries = 1
+        await fifo.push(np.arange(len(dpus), dtype=np.uint64), wait=False)
+        await anyio.sleep(1e-9)  # the push job has started: it is reading the FIFO pointers
+        await dpu_free(dpus)  # waits for the running job
+        fresh = await dpu_alloc(4, "")
+        await check_doubles(fresh, seed=1)
+        await dpu_free(fresh)
+
+    run(host, backend)

@@ -282,16 +282,18 @@ async def fifo_push_xfer(dset: DpuSetBase, link: FifoLink, mode: XferMode) -> No
         for d in dset.dpu_list:
             link.rank_fifo(d.rank).matrix.pop(d.index, None)
 
-    def algorithm(rank: Rank) -> FifoAlgorithm:
+    # the link's per-rank state is taken at the call: a job already running keeps it even if
+    # the set is freed or the link released meanwhile
+    def algorithm(rank: Rank, rf: RankFifo) -> FifoAlgorithm:
         dpus = [single] if single is not None else rank.enabled_dpus
         buffers = per_rank.get(rank.index, {})
         if link.is_input:
-            return _push_input(link, rank, dpus, buffers)
-        return _flush_output(link, rank, dpus, buffers)
+            return _push_input(link, rf, rank, dpus, buffers)
+        return _flush_output(link, rf, rank, dpus, buffers)
 
     ranks = dset.rank_list
     if mode.wait and inline_ranks(ranks):
-        code, message = await _drive_inline(dset, algorithm(ranks[0]))
+        code, message = await _drive_inline(dset, algorithm(ranks[0], link.rank_fifo(ranks[0])))
         if code != E.DPU_OK:
             raise DpuError(code, f"rank {ranks[0].index}: {message}")
         return
@@ -299,7 +301,8 @@ async def fifo_push_xfer(dset: DpuSetBase, link: FifoLink, mode: XferMode) -> No
     def make(rank: Rank) -> Job:
         buffers = per_rank.get(rank.index, {})
         info = {"fifo": link.name, "dpus": len(buffers), "flags": mode.flags}
-        return FifoJob(rank, jt, info, lambda: algorithm(rank))
+        rf = link.rank_fifo(rank)
+        return FifoJob(rank, jt, info, lambda: algorithm(rank, rf))
 
     what = "fifo_push" if link.is_input else "fifo_flush"
     await submit(dset, make, wait=mode.wait, parallel=True, what=what)
@@ -382,11 +385,11 @@ def _record_ptrs(
 
 
 async def _read_ptrs(
-    link: FifoLink, rank: Rank, dpus: list[Dpu], rec: Recorder | None
+    link: FifoLink, rf: RankFifo, rank: Rank, dpus: list[Dpu], rec: Recorder | None
 ) -> dict[int, tuple[int, int]]:
     """One pass's read of every DPU's (read_ptr, write_ptr); the link keeps the copy."""
     await Delay(timing.parallel_wram_access_ps(16 * len(dpus)))
-    s, rf = link.struct.offset, link.rank_fifo(rank)
+    s = link.struct.offset
     ptrs = {
         d.index: (read_u64(d.wram, s + READ_PTR), read_u64(d.wram, s + WRITE_PTR)) for d in dpus
     }
@@ -405,10 +408,9 @@ def _record_push(
 
 
 async def _push_input(
-    link: FifoLink, rank: Rank, dpus: list[Dpu], buffers: dict[int, Bytes]
+    link: FifoLink, rf: RankFifo, rank: Rank, dpus: list[Dpu], buffers: dict[int, Bytes]
 ) -> tuple[DpuErrorCode, str]:
     """``dpu_copy_to_wram_fifo``: one element per DPU, retried while some DPUs are full."""
-    rf = link.rank_fifo(rank)
     mask, size = link.capacity - 1, link.data_size
     s, data = link.struct.offset, link.data.offset
     rec = rank.machine.recorder
@@ -416,12 +418,12 @@ async def _push_input(
     todo = [d for d in dpus if d.index in buffers]
     first, retry, n_retries = True, False, 0
     while True:
-        ptrs = await _read_ptrs(link, rank, dpus, rec)
+        ptrs = await _read_ptrs(link, rf, rank, dpus, rec)
         if first:
             first = False
             none_full = not any(is_full(rd, wr, mask) for rd, wr in ptrs.values())
             if none_full and len({wr & mask for _, wr in ptrs.values()}) == 1:
-                await _fast_push(link, dpus, buffers, ptrs)
+                await _fast_push(link, rf, dpus, buffers, ptrs)
                 if rec is not None:
                     _record_ptrs(rec, rank, link, rf.ptrs, dpus, read=False)
                 _record_push(rec, rank, link, t0, len(todo), 0)
@@ -472,7 +474,11 @@ async def _push_input(
 
 
 async def _fast_push(
-    link: FifoLink, dpus: list[Dpu], buffers: dict[int, Bytes], ptrs: dict[int, tuple[int, int]]
+    link: FifoLink,
+    rf: RankFifo,
+    dpus: list[Dpu],
+    buffers: dict[int, Bytes],
+    ptrs: dict[int, tuple[int, int]],
 ) -> None:
     """First pass with room everywhere and aligned pointers: one rank-wide write + broadcast."""
     size, s = link.data_size, link.struct.offset
@@ -499,13 +505,12 @@ async def _fast_push(
         warnings.warn(
             f"input FIFO {link.name!r}: the SDK's rank-wide push would broadcast DPU "
             f"{dpus[0].name}'s write pointer + 1 ({wr0 + 1}) to DPU(s) "
-            f"{', '.join(x.name for x in skewed[:8])}, moving DPU {d.name}'s from "
+            f"{format_dpu_list(skewed)}, moving DPU {d.name}'s from "
             f"{ptrs[d.index][1]} to {wr0 + 1} (more elements than slots, or a pointer moved "
             "back); aiopim advances each DPU's own write pointer by one",
             DpuQuirkWarning,
             stacklevel=1,
         )
-    rf = link.rank_fifo(dpus[0].rank)
     for d in dpus:  # QUIRK fixed: each DPU's own wr + 1, not the first DPU's (same cost)
         wr = ptrs[d.index][1]
         write_u64(d, s + WRITE_PTR, wr + 1)
@@ -513,14 +518,13 @@ async def _fast_push(
 
 
 async def _flush_output(
-    link: FifoLink, rank: Rank, dpus: list[Dpu], buffers: dict[int, Bytes]
+    link: FifoLink, rf: RankFifo, rank: Rank, dpus: list[Dpu], buffers: dict[int, Bytes]
 ) -> tuple[DpuErrorCode, str]:
     """``dpu_copy_from_wram_fifo``: copy every ring, then ``read_ptr := write_ptr``."""
-    rf = link.rank_fifo(rank)
     s, ring = link.struct.offset, link.ring_bytes
     rec = rank.machine.recorder
     t0 = rank.kernel.now
-    ptrs = await _read_ptrs(link, rank, dpus, rec)
+    ptrs = await _read_ptrs(link, rf, rank, dpus, rec)
     fills = {idx: (wr - rd) & MASK64 for idx, (rd, wr) in ptrs.items()}
     drained = any(fills.values())
     if drained:
