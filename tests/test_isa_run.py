@@ -238,7 +238,7 @@ def test_bump_allocator_faults_with_code_1_when_full(backend: str, jit: bool) ->
     assert r.error is not None and r.error.code == DpuErrorCode.DPU_ERR_DPU_FAULT
     assert r.fault is not None and r.fault.code == 1
     assert "fault 1 (heap full)" in r.fault.reason and "(mem_alloc+" in r.fault.reason
-    assert "fault:i imm=1" in r.fault.reason
+    assert r.fault.reason.endswith("; instruction fault 1")
     assert int(r.values["heap_ptr"][0]) == heap + 8 * chunk
     slots = r.values["got"].tolist()
     # chunk i is recorded in word i by the thread that got it (one still in flight per thread
@@ -435,7 +435,7 @@ def test_bounded_instruction_trace() -> None:
     assert trace is not None and len(trace) == 4
     assert [e[2] for e in trace] == [3, 4, 5, 6]
     assert [e[0] for e in trace] == [33, 44, 55, 66]
-    assert trace[-1][3].startswith("stop:ci")
+    assert trace[-1][3] == "stop"  # as the disassembler prints it
 
 
 def test_a_bound_model_still_wins_over_the_interpreter() -> None:

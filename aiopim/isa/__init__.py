@@ -10,7 +10,8 @@ aliases and the condition maps.
 'jltu r1, 5, 7'
 
 ``assemble(text, chip)`` builds a DPU ELF that :func:`aiopim.elf.load_elf` loads;
-``aiopim asm``/``aiopim disasm`` are the command-line tools. See docs/isa.md.
+``aiopim asm``/``aiopim disasm`` are the command-line tools. See docs/isa.md. A binary loaded
+without a Python model runs on the interpreter (:class:`IsaRunner`, docs/isa-semantics.md).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ._codec import (
     signature_index,
 )
 from ._disasm import disassemble, format_listing, text_words
+from ._runner import IsaRunner, describe_instruction, set_jit
 from ._text import format_instruction, sugar_for
 from .elfwriter import ElfWriter, dpu_attributes, sample_dpu_elf
 
@@ -35,6 +37,9 @@ from .elfwriter import ElfWriter, dpu_attributes, sample_dpu_elf
 write_elf = ElfWriter
 
 __all__ = [
+    "IsaRunner",
+    "describe_instruction",
+    "set_jit",
     "FIELD_NAMES",
     "AsmError",
     "Assembly",

@@ -23,9 +23,10 @@ import numpy.typing as npt
 from .. import timing
 from . import _interp as I
 from . import _tables as T
-from ._codec import FIELD_NAMES, DecodeStatus, decode_program
+from ._codec import DecodeStatus, decode, decode_program
 from ._coreapi import INFINITY, IRAM_BIT, PRIO_LATE, Dpu, DpuRunner, Entry, Kernel
 from ._semantics import C_STATUS, NCOL, OP_ILLEGAL, compile_program
+from ._text import format_instruction
 
 if TYPE_CHECKING:
     from ..elf import ElfProgram
@@ -141,47 +142,18 @@ def enclosing_function(program: ElfProgram, pc: int) -> str | None:
     return best[1] if best[0] == pc else f"{best[1]}+{pc - best[0]}"
 
 
-def _reg(value: int) -> str:
-    if value < 24:
-        return f"r{value}"
-    return T.CONSTANT_REGISTERS[value - 24][0]
-
-
 def describe_instruction(program: ElfProgram, pc: int) -> str:
-    """The instruction at ``pc`` as text: signature and operand values (for fault messages)."""
+    """The instruction at ``pc`` as the disassembler prints it, jump targets as
+    ``function+offset`` (for fault messages and traces)."""
     decoded = decoded_binary(program)
     if not 0 <= pc < len(decoded.words):
         return f"<no instruction at {pc}>"
     word = int(decoded.words[pc])
-    one = decode_program(np.array([word], np.uint64))
-    sig = int(one.sig[0])
-    if sig < 0:
+    ins = decode(word) if word >> 48 == 0 else None
+    if ins is None:
         return f"<undecodable word {word:#014x}>"
-    values = one.values[0]
-    parts = []
-    for op in T.SIG_OPERANDS[sig]:
-        name, kind, fid = op[0], op[1], op[2]
-        if fid < 0:
-            if kind == T.KIND_CONST_REG:
-                parts.append(name)
-            continue
-        v = int(values[fid])
-        if kind == T.KIND_REG:
-            parts.append(
-                f"{name}={'d' if op[6] else 's' if op[7] else ''}"
-                + (str(v) if op[6] or op[7] else _reg(v))
-            )
-        elif kind == T.KIND_COND:
-            cmap = T.CONDITION_MAPS[op[8]]
-            names = dict(cmap)
-            parts.append(f"cc={T.CONDITION_NAMES[names[v]]}" if v in names else f"cc=?{v}")
-        elif kind == T.KIND_ENDIAN:
-            parts.append("!big" if v else "!little")
-        else:
-            parts.append(f"{FIELD_NAMES[fid]}={v}")
-    status = int(one.status[0])
-    tail = "" if status == DecodeStatus.OK else f" [{DecodeStatus(status).name.lower()}]"
-    return f"{T.SIG_KEYWORD[sig]}:{T.SIG_FORM[sig]} {', '.join(parts)}{tail}".rstrip()
+    text = format_instruction(ins, resolve=lambda target: enclosing_function(program, target))
+    return text if ins.illegal is None else f"{text} [illegal: {ins.illegal}]"
 
 
 # ================================================================================================
