@@ -26,7 +26,7 @@ def _nonzero_pages(src: Bytes) -> npt.NDArray[np.bool_]:
     """For ``src`` of whole pages: which pages hold a non-zero byte."""
     rows = src.reshape(-1, MRAM_PAGE)
     # most data pages are told apart by their first or last byte; scan only the others
-    mask = (rows[:, 0] != 0) | (rows[:, -1] != 0)
+    mask: npt.NDArray[np.bool_] = (rows[:, 0] != 0) | (rows[:, -1] != 0)
     for i in np.flatnonzero(~mask):
         mask[i] = bool(rows[i].any())
     return mask
@@ -245,8 +245,12 @@ class _Slab:
     __slots__ = ("rows", "used")
 
     def __init__(self, row_bytes: int, nr_rows: int) -> None:
-        buf = mmap.mmap(-1, row_bytes * nr_rows, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        self.rows = np.frombuffer(buf, dtype=np.uint8).reshape(nr_rows, row_bytes)
+        flags = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
+        if flags:
+            buf = mmap.mmap(-1, row_bytes * nr_rows, flags=flags)
+            self.rows = np.frombuffer(buf, dtype=np.uint8).reshape(nr_rows, row_bytes)
+        else:  # no anonymous private mappings on this platform
+            self.rows = np.zeros((nr_rows, row_bytes), dtype=np.uint8)
         self.used = 0
 
 
@@ -260,7 +264,7 @@ def zeroed_memory(size: int) -> Bytes:
     slab = _slabs.get(size)
     if slab is None or slab.used == _SLAB_ROWS:
         slab = _slabs[size] = _Slab(size, _SLAB_ROWS)
-    row = slab.rows[slab.used]
+    row: Bytes = slab.rows[slab.used]
     slab.used += 1
     return row
 
