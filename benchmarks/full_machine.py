@@ -173,29 +173,25 @@ def child_transfers(nr_dpus: int, size: int, repeat: int) -> dict[str, Any]:
 
     async def main() -> None:
         nonlocal peak_above
-        dpus = await dpu_alloc(nr_dpus, "")  # fresh MRAM at every allocation
-        await dpu_load(dpus, prog)
-        reset_peak()
-        before = peak_mib()
-        t = [time.perf_counter()]
-        for way, buffers in (
-            (DPU_XFER_TO_DPU, src),
-            (DPU_XFER_TO_DPU, src),
-            (DPU_XFER_FROM_DPU, src),
-        ):
-            for d, i in dpu_foreach(dpus):
-                dpu_prepare_xfer(d, buffers[i])
-            await dpu_push_xfer_symbol(dpus, way, mram, 0, size, DPU_XFER_DEFAULT)
-            t.append(time.perf_counter())
-        peak_above = max(peak_above, peak_mib() - before)
-        emu_times.append((t[1] - t[0], t[2] - t[1], t[3] - t[2]))
-        for i in range(nr_dpus):
-            _fill_row(want, i)
-            assert np.array_equal(src[i], want), f"DPU {i} read back other bytes"
-        await dpu_free(dpus)
+        for _ in range(repeat):
+            dpus = await dpu_alloc(nr_dpus, "")  # the allocation resets MRAM: unwritten again
+            await dpu_load(dpus, prog)
+            reset_peak()
+            before = peak_mib()
+            t = [time.perf_counter()]
+            for way in (DPU_XFER_TO_DPU, DPU_XFER_TO_DPU, DPU_XFER_FROM_DPU):
+                for d, i in dpu_foreach(dpus):
+                    dpu_prepare_xfer(d, src[i])
+                await dpu_push_xfer_symbol(dpus, way, mram, 0, size, DPU_XFER_DEFAULT)
+                t.append(time.perf_counter())
+            peak_above = max(peak_above, peak_mib() - before)
+            emu_times.append((t[1] - t[0], t[2] - t[1], t[3] - t[2]))
+            for i in range(nr_dpus):
+                _fill_row(want, i)
+                assert np.array_equal(src[i], want), f"DPU {i} read back other bytes"
+            await dpu_free(dpus)
 
-    for _ in range(repeat):
-        aiopim.Emulator(record=False).run(main)
+    aiopim.Emulator(record=False).run(main)
     # NumPy once more after the emulator, so neither side gets all the first touches of memory
     np_times += [numpy_rates() for _ in range(repeat)]
     total = nr_dpus * size / MIB
