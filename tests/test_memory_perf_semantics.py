@@ -248,3 +248,39 @@ def test_per_dpu_push_and_read_back_exact_bytes(backend: str) -> None:
         want[MRAM_PAGE - 104 : MRAM_PAGE - 104 + data.shape[1]] = data[i]
         assert np.array_equal(out[i], want), f"DPU {i}"
     assert resident == [3 * MRAM_PAGE, 0, 2 * MRAM_PAGE, 3 * MRAM_PAGE]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_each_rank_reads_the_broadcast_buffer_when_its_job_runs(backend: str) -> None:
+    """An asynchronous broadcast: rank 1 copies at once, rank 0 only once its DPUs stop. The host
+    changes its buffer in between, so the ranks end with different bytes (as each job reads the
+    host buffer when it runs), and rank 0's DPUs share the second version."""
+    prog = aiopim.Program("busy", nr_tasklets=1)
+    prog.host("cycles", np.uint32, 2)
+    prog.mram("m", np.uint8, MRAM_PAGE)
+
+    @prog.main
+    async def main_(t: aiopim.Tasklet) -> None:
+        t.compute(int(t.view(prog.address_of("cycles"), np.uint32, 2)[0]))
+
+    buf = np.full(MRAM_PAGE, 1, np.uint8)
+
+    async def main() -> tuple[np.ndarray, bool]:
+        import anyio
+
+        dpus = await dpu_alloc(4, "")
+        await dpus.load(prog)
+        await dpus.copy_to("cycles", np.array([10_000_000, 0], np.uint32))
+        r0, _ = dpus.ranks
+        await r0.launch(wait=False)
+        await dpus.copy_to("m", buf, wait=False)
+        await anyio.sleep(0.001)  # rank 1's copy is done, rank 0's DPUs still run
+        buf[:] = 2
+        await dpus.sync()
+        d = r0.dpu_list
+        return await dpus.copy_from("m", np.uint8), d[0].mram.pages[0] is d[1].mram.pages[0]
+
+    out, shared = emu(ranks=2, dpus=2).run(main, backend=backend)
+    assert out[:, 0].tolist() == [2, 2, 1, 1]
+    assert all(len(set(row.tolist())) == 1 for row in out)
+    assert shared
