@@ -284,3 +284,20 @@ def test_each_rank_reads_the_broadcast_buffer_when_its_job_runs(backend: str) ->
     assert out[:, 0].tolist() == [2, 2, 1, 1]
     assert all(len(set(row.tolist())) == 1 for row in out)
     assert shared
+
+
+@pytest.mark.long
+def test_full_machine_benchmark_quick_runs_and_checks_its_bytes() -> None:
+    """``benchmarks/full_machine.py --quick`` checks every byte it reads back; this runs it and
+    reads the memory section's figures (host memory, not time)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "full_machine.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "--quick"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "## Goal 4" in out and "## Goal 5" in out
+    memory = out[out.index("## Goal 5") :]
+    assert memory.count(" ok") == 3, memory
