@@ -6,12 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import numpy as np
-
 from .. import timing
 from .._runtime._kernel import Kernel
 from ._engine import DpuRunner
-from ._memory import Bytes, MramBank
+from ._memory import Bytes, MramBank, zero_fill, zeroed_memory
 
 if TYPE_CHECKING:
     from ._program import DpuProgram
@@ -42,8 +40,9 @@ class Dpu:
         self.kernel = kernel
         self.enabled = True
         self.actor = ((rank.index + 1) << 16) | ((index + 1) << 5)
-        self.wram: Bytes = np.zeros(chip.wram_size, dtype=np.uint8)
-        self.iram: Bytes = np.zeros(chip.iram_instructions * 8, dtype=np.uint8)
+        # host memory is committed only where these memories are written
+        self.wram: Bytes = zeroed_memory(chip.wram_size)
+        self.iram: Bytes = zeroed_memory(chip.iram_instructions * 8)
         self.mram = MramBank(chip.mram_size)
         self.program: DpuProgram | None = None
         self.running = False
@@ -70,10 +69,14 @@ class Dpu:
 
     def reset_memories(self) -> None:
         """Zero every memory (allocation reset)."""
-        self.wram.fill(0)
-        self.iram.fill(0)
+        self.clear_wram()
+        zero_fill(self.iram)
         self.mram.clear()
         self.persistent.clear()
+
+    def clear_wram(self) -> None:
+        """Zero WRAM (without committing host memory to blocks that are zero already)."""
+        zero_fill(self.wram)
 
     # -- running ---------------------------------------
     def runner_of(self, engine: type[R]) -> R:

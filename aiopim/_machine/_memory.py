@@ -1,6 +1,14 @@
-"""Emulated DPU memories holding real bytes (NumPy)."""
+"""Emulated DPU memories holding real bytes (NumPy).
+
+MRAM is kept as 64 KiB pages: a page costs host memory only once written with something other
+than zeros. Pages are either private to one bank (writable arrays) or shared read-only by many
+banks (an :class:`MramImage`, e.g. a broadcast): a bank replaces a shared page by a private copy
+the first time anything writes into it, so a broadcast to thousands of DPUs holds its bytes once.
+"""
 
 from __future__ import annotations
+
+import mmap
 
 import numpy as np
 import numpy.typing as npt
@@ -9,56 +17,270 @@ Bytes = npt.NDArray[np.uint8]
 
 MRAM_PAGE_SHIFT = 16
 MRAM_PAGE = 1 << MRAM_PAGE_SHIFT
+_PAGE_MASK = MRAM_PAGE - 1
+#: bytes compared at a time when checking that an image still holds a buffer's bytes
+_COMPARE_CHUNK = 1 << 20
+
+
+def _nonzero_pages(src: Bytes) -> npt.NDArray[np.bool_]:
+    """For ``src`` of whole pages: which pages hold a non-zero byte."""
+    rows = src.reshape(-1, MRAM_PAGE)
+    # most data pages are told apart by their first or last byte; scan only the others
+    mask: npt.NDArray[np.bool_] = (rows[:, 0] != 0) | (rows[:, -1] != 0)
+    for i in np.flatnonzero(~mask):
+        mask[i] = bool(rows[i].any())
+    return mask
+
+
+def _runs(indices: list[int]) -> list[tuple[int, int]]:
+    """Consecutive runs ``[start, stop)`` of sorted ``indices``."""
+    out: list[tuple[int, int]] = []
+    for i in indices:
+        if out and out[-1][1] == i:
+            out[-1] = (out[-1][0], i + 1)
+        else:
+            out.append((i, i + 1))
+    return out
+
+
+class MramImage:
+    """Bytes to store at ``offset`` of many banks, held once as read-only pages.
+
+    The pages cover ``offset`` rounded down and the end rounded up to whole pages, zero outside
+    the bytes: a bank whose edge page is unwritten can share it as it is."""
+
+    __slots__ = ("all_nonzero", "data", "first_page", "nonzero", "offset", "page_views")
+
+    def __init__(self, offset: int, data: Bytes) -> None:
+        self.offset = offset
+        first, last = offset >> MRAM_PAGE_SHIFT, (offset + len(data) - 1) >> MRAM_PAGE_SHIFT
+        base = np.zeros((last - first + 1) * MRAM_PAGE, dtype=np.uint8)
+        start = offset - (first << MRAM_PAGE_SHIFT)
+        base[start : start + len(data)] = data
+        base.flags.writeable = False
+        self.first_page = first
+        #: the stored bytes (a read-only view of the pages)
+        self.data = base[start : start + len(data)]
+        self.page_views: list[Bytes] = list(base.reshape(-1, MRAM_PAGE))
+        self.nonzero = _nonzero_pages(base)
+        self.all_nonzero = bool(self.nonzero.all())
+
+    def holds(self, offset: int, data: Bytes) -> bool:
+        """True if storing ``data`` at ``offset`` would store exactly this image."""
+        if offset != self.offset or len(data) != len(self.data):
+            return False
+        mine = self.data
+        for pos in range(0, len(data), _COMPARE_CHUNK):
+            if not np.array_equal(
+                mine[pos : pos + _COMPARE_CHUNK], data[pos : pos + _COMPARE_CHUNK]
+            ):
+                return False
+        return True
 
 
 class MramBank:
     """64 MiB of MRAM that costs host memory only for the 64 KiB pages ever written."""
 
-    __slots__ = ("pages", "size")
+    __slots__ = ("_table", "size")
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.pages: dict[int, Bytes] = {}
+        # page index -> page (None: never written, reads as zeros); built at the first write
+        self._table: list[Bytes | None] | None = None
 
-    def read(self, offset: int, length: int) -> Bytes:
-        """Copy ``length`` bytes starting at ``offset`` (unwritten pages read as zero)."""
-        out = np.zeros(length, dtype=np.uint8)
-        pos = 0
-        while pos < length:
-            addr = offset + pos
-            page, off = addr >> MRAM_PAGE_SHIFT, addr & (MRAM_PAGE - 1)
-            n = min(MRAM_PAGE - off, length - pos)
-            data = self.pages.get(page)
-            if data is not None:
-                out[pos : pos + n] = data[off : off + n]
-            pos += n
-        return out
+    # -- page table ---------------------------------------
+    def _table_to(self, end: int) -> list[Bytes | None]:
+        """The page table, grown to cover byte ``end - 1``."""
+        need = max(-(-self.size // MRAM_PAGE), -(-end // MRAM_PAGE))
+        tab = self._table
+        if tab is None:
+            tab = self._table = [None] * need
+        elif len(tab) < need:
+            tab.extend([None] * (need - len(tab)))
+        return tab
 
-    def write(self, offset: int, data: Bytes) -> None:
-        """Store ``data`` at ``offset``, allocating the pages it touches."""
-        length = len(data)
-        pos = 0
-        while pos < length:
-            addr = offset + pos
-            page, off = addr >> MRAM_PAGE_SHIFT, addr & (MRAM_PAGE - 1)
-            n = min(MRAM_PAGE - off, length - pos)
-            buf = self.pages.get(page)
-            if buf is None:
-                if not data[pos : pos + n].any():
-                    pos += n
-                    continue  # writing zeros to an untouched page changes nothing
-                buf = self.pages[page] = np.zeros(MRAM_PAGE, dtype=np.uint8)
-            buf[off : off + n] = data[pos : pos + n]
-            pos += n
-
-    def clear(self) -> None:
-        """Drop every page (the bank reads as zeros again)."""
-        self.pages.clear()
+    @property
+    def pages(self) -> dict[int, Bytes]:
+        """The written pages by page index (a snapshot; pages shared with other banks are
+        read-only)."""
+        tab = self._table or []
+        return {i: p for i, p in enumerate(tab) if p is not None}
 
     @property
     def resident_bytes(self) -> int:
-        """Host memory used by this bank."""
-        return len(self.pages) * MRAM_PAGE
+        """Bytes of MRAM backed by a page (shared pages count in every bank that uses them)."""
+        tab = self._table
+        return 0 if tab is None else sum(p is not None for p in tab) * MRAM_PAGE
+
+    def clear(self) -> None:
+        """Drop every page (the bank reads as zeros again)."""
+        self._table = None
+
+    # -- reading ---------------------------------------
+    def read_into(self, offset: int, out: Bytes) -> None:
+        """Fill ``out`` with the bytes from ``offset`` (unwritten pages read as zero)."""
+        length = len(out)
+        tab = self._table
+        if tab is None:
+            out.fill(0)
+            return
+        pos = 0
+        while pos < length:
+            addr = offset + pos
+            page, off = addr >> MRAM_PAGE_SHIFT, addr & _PAGE_MASK
+            n = min(MRAM_PAGE - off, length - pos)
+            data = tab[page] if page < len(tab) else None
+            if data is None:
+                out[pos : pos + n] = 0
+            else:
+                out[pos : pos + n] = data[off : off + n]
+            pos += n
+
+    def read(self, offset: int, length: int) -> Bytes:
+        """Copy ``length`` bytes starting at ``offset`` (unwritten pages read as zero)."""
+        out = np.empty(length, dtype=np.uint8)
+        self.read_into(offset, out)
+        return out
+
+    # -- writing ---------------------------------------
+    def write(self, offset: int, data: Bytes) -> None:
+        """Store ``data`` at ``offset``: zeros over unwritten pages allocate nothing, pages
+        shared with other banks are copied before they change."""
+        length = len(data)
+        if length == 0:
+            return
+        end = offset + length
+        tab = self._table_to(end)
+        first, last = offset >> MRAM_PAGE_SHIFT, (end - 1) >> MRAM_PAGE_SHIFT
+        full_lo = first if offset & _PAGE_MASK == 0 else first + 1
+        full_hi = last + 1 if end & _PAGE_MASK == 0 else last  # whole pages [full_lo, full_hi)
+        if first < full_lo:
+            n = min(length, MRAM_PAGE - (offset & _PAGE_MASK))
+            self._write_partial(tab, first, offset & _PAGE_MASK, data[:n])
+        if full_lo < full_hi:
+            start = (full_lo << MRAM_PAGE_SHIFT) - offset
+            self._write_full(
+                tab,
+                full_lo,
+                full_hi,
+                data[start : start + ((full_hi - full_lo) << MRAM_PAGE_SHIFT)],
+            )
+        if end & _PAGE_MASK and (last != first or offset & _PAGE_MASK == 0):
+            start = (last << MRAM_PAGE_SHIFT) - offset
+            self._write_partial(tab, last, 0, data[start:])
+
+    @staticmethod
+    def _write_partial(tab: list[Bytes | None], page: int, off: int, chunk: Bytes) -> None:
+        buf = tab[page]
+        if buf is None:
+            if not chunk.any():
+                return  # writing zeros to an untouched page changes nothing
+            buf = tab[page] = np.zeros(MRAM_PAGE, dtype=np.uint8)
+        elif not buf.flags.writeable:
+            buf = tab[page] = buf.copy()  # the first write into a shared page
+        buf[off : off + len(chunk)] = chunk
+
+    @staticmethod
+    def _write_full(tab: list[Bytes | None], lo: int, hi: int, src: Bytes) -> None:
+        fresh: list[int] = []  # pages that need new private storage
+        unwritten: list[int] = []
+        for p in range(lo, hi):
+            buf = tab[p]
+            if buf is None:
+                unwritten.append(p)
+            elif buf.flags.writeable:
+                s = (p - lo) << MRAM_PAGE_SHIFT
+                buf[:] = src[s : s + MRAM_PAGE]
+            else:
+                fresh.append(p)
+        if unwritten:
+            rows = src.reshape(-1, MRAM_PAGE)
+            if len(unwritten) == hi - lo:
+                nonzero = _nonzero_pages(src)
+            else:
+                nonzero = _nonzero_pages(rows[np.asarray(unwritten) - lo].reshape(-1))
+            fresh.extend(p for p, nz in zip(unwritten, nonzero.tolist(), strict=True) if nz)
+            fresh.sort()
+        for a, b in _runs(fresh):
+            s = (a - lo) << MRAM_PAGE_SHIFT
+            base = src[s : s + ((b - a) << MRAM_PAGE_SHIFT)].copy()
+            tab[a:b] = list(base.reshape(-1, MRAM_PAGE))
+
+    def write_image(self, image: MramImage) -> None:
+        """Store ``image`` (as :meth:`write` of its bytes would), sharing its pages."""
+        data = image.data
+        length = len(data)
+        if length == 0:
+            return
+        offset = image.offset
+        end = offset + length
+        tab = self._table_to(end)
+        first, last = offset >> MRAM_PAGE_SHIFT, (end - 1) >> MRAM_PAGE_SHIFT
+        views, nonzero, p0 = image.page_views, image.nonzero, image.first_page
+        for p in {first, last}:
+            lo = max(offset, p << MRAM_PAGE_SHIFT)
+            hi = min(end, (p + 1) << MRAM_PAGE_SHIFT)
+            if hi - lo == MRAM_PAGE:
+                continue  # a whole page: shared below
+            if tab[p] is None:
+                if nonzero[p - p0]:
+                    tab[p] = views[p - p0]  # zeros around the bytes, as an unwritten page
+            else:
+                self._write_partial(tab, p, lo & _PAGE_MASK, data[lo - offset : hi - offset])
+        full_lo = first if offset & _PAGE_MASK == 0 else first + 1
+        full_hi = last + 1 if end & _PAGE_MASK == 0 else last
+        if full_lo >= full_hi:
+            return
+        if image.all_nonzero:
+            tab[full_lo:full_hi] = views[full_lo - p0 : full_hi - p0]
+            return
+        for p in range(full_lo, full_hi):
+            if nonzero[p - p0] or tab[p] is not None:
+                tab[p] = views[p - p0]
+
+
+class _Slab:
+    """Rows of zeroed memory that costs host memory only where written (anonymous mmap)."""
+
+    __slots__ = ("rows", "used")
+
+    def __init__(self, row_bytes: int, nr_rows: int) -> None:
+        flags = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
+        if flags:
+            buf = mmap.mmap(-1, row_bytes * nr_rows, flags=flags)
+            self.rows = np.frombuffer(buf, dtype=np.uint8).reshape(nr_rows, row_bytes)
+        else:  # no anonymous private mappings on this platform
+            self.rows = np.zeros((nr_rows, row_bytes), dtype=np.uint8)
+        self.used = 0
+
+
+_SLAB_ROWS = 64
+_slabs: dict[int, _Slab] = {}
+
+
+def zeroed_memory(size: int) -> Bytes:
+    """A writable zeroed uint8 array of ``size`` bytes, backed by host memory only once
+    written (memories of DPUs built together share one mapping)."""
+    slab = _slabs.get(size)
+    if slab is None or slab.used == _SLAB_ROWS:
+        slab = _slabs[size] = _Slab(size, _SLAB_ROWS)
+    row: Bytes = slab.rows[slab.used]
+    slab.used += 1
+    return row
+
+
+def zero_fill(arr: Bytes) -> None:
+    """Set ``arr`` to zeros, writing only the 4 KiB blocks that are not zero already (so
+    memory never written stays unbacked)."""
+    n = len(arr) & ~4095
+    if n:
+        blocks = arr[:n].reshape(-1, 4096)
+        dirty = np.flatnonzero(blocks.any(axis=1))
+        if len(dirty) == len(blocks):
+            blocks.fill(0)
+        elif len(dirty):
+            blocks[dirty] = 0
+    arr[n:] = 0
 
 
 def as_bytes(data: object, *, what: str = "buffer") -> Bytes:

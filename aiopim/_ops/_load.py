@@ -102,7 +102,7 @@ async def load(dset: DpuSetBase, program: DpuProgram) -> DpuProgram:
 
 def write_program(d: Dpu, program: DpuProgram, images: list[MemoryImage]) -> None:
     """Reset the DPU's memories and write the program's images (and CLOCKS_PER_SEC)."""
-    d.wram.fill(0)
+    d.clear_wram()
     d.mram.clear()
     d.persistent.clear()
     for im in images:

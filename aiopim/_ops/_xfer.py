@@ -13,7 +13,7 @@ from .. import timing
 from .._errors import DpuError, DpuErrorCode, JobType
 from .._machine._dpu import Dpu
 from .._machine._jobs import Job, JobFailed
-from .._machine._memory import Bytes, as_bytes
+from .._machine._memory import Bytes, MramImage, as_bytes
 from .._machine._program import MemorySpace, Symbol, space_offset
 from .._machine._rank import Rank
 from ._flags import XferMode
@@ -126,12 +126,33 @@ def _write_dpu(dpu: Dpu, t: _Target, data: Bytes) -> None:
         dpu.iram[t.offset : t.offset + t.length] = data[: t.length]
 
 
-def _read_dpu(dpu: Dpu, t: _Target) -> Bytes:
+def _read_dpu(dpu: Dpu, t: _Target, out: Bytes) -> None:
     if t.space is MemorySpace.WRAM:
-        return dpu.wram[t.offset : t.offset + t.length].copy()
-    if t.space is MemorySpace.MRAM:
-        return dpu.mram.read(t.offset, t.length)
-    return dpu.iram[t.offset : t.offset + t.length].copy()
+        out[:] = dpu.wram[t.offset : t.offset + t.length]
+    elif t.space is MemorySpace.MRAM:
+        dpu.mram.read_into(t.offset, out)
+    else:
+        out[:] = dpu.iram[t.offset : t.offset + t.length]
+
+
+class SharedBytes:
+    """The bytes of one broadcast to MRAM, held once for every DPU of every rank it reaches.
+
+    Each rank's job reads the host buffer when it runs; the image is rebuilt only if the buffer
+    changed since the last job made it."""
+
+    __slots__ = ("_image", "offset")
+
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+        self._image: MramImage | None = None
+
+    def image(self, data: Bytes) -> MramImage:
+        """The image of ``data`` as it is now."""
+        img = self._image
+        if img is None or not img.holds(self.offset, data):
+            img = self._image = MramImage(self.offset, data)
+        return img
 
 
 def host_view(buf: Any, length: int, *, writable: bool, who: str) -> Bytes:
@@ -176,7 +197,7 @@ _RANK_TYPES = {
 class CopyJob(Job):
     """A host <-> DPU copy: each entry's host view to/from the target of its DPU."""
 
-    __slots__ = ("entries", "kind", "target", "to_dpu")
+    __slots__ = ("entries", "kind", "shared", "target", "to_dpu")
 
     def __init__(
         self,
@@ -188,6 +209,7 @@ class CopyJob(Job):
         to_dpu: bool,
         kind: str,
         flags: int | None = None,
+        shared: SharedBytes | None = None,
     ) -> None:
         info: dict[str, Any] = {"bytes": target.length * len(entries), "dpus": len(entries)}
         if flags is not None:
@@ -198,6 +220,8 @@ class CopyJob(Job):
         self.to_dpu = to_dpu
         #: the timing model's transfer kind ("to", "from", "broadcast", "parallel")
         self.kind = kind
+        #: set for a broadcast to MRAM: the DPUs share one copy of the bytes
+        self.shared = shared
 
     def start(self) -> int:
         t = self.target
@@ -207,11 +231,16 @@ class CopyJob(Job):
 
     def complete(self) -> None:
         t = self.target
+        if self.shared is not None and self.entries:
+            image = self.shared.image(self.entries[0][1][: t.length])
+            for d, _ in self.entries:
+                d.mram.write_image(image)
+            return
         for d, v in self.entries:
             if self.to_dpu:
                 _write_dpu(d, t, v)
             else:
-                v[: t.length] = _read_dpu(d, t)
+                _read_dpu(d, t, v[: t.length])
 
 
 def prepare_xfer(dset: DpuSetBase, buf: Any) -> None:
@@ -270,14 +299,18 @@ async def broadcast_to(
     target = check_symbol_access(dset, symbol, offset, length, False)
     view = host_view(data, length, writable=False, who="the broadcast buffer")
     single = dset._dpu
+    shared = SharedBytes(target.offset) if target.space is MemorySpace.MRAM else None
 
     def make(rank: Rank) -> Job:
         if single is not None:
             entries, jt, kind = [(single, view)], _TO_TYPES[target.space], "to"
+            share = None
         else:
             entries = [(d, view) for d in rank.enabled_dpus]
-            jt, kind = _RANK_TYPES[target.space], "broadcast"
-        return CopyJob(rank, jt, target, entries, to_dpu=True, kind=kind, flags=mode.flags)
+            jt, kind, share = _RANK_TYPES[target.space], "broadcast", shared
+        return CopyJob(
+            rank, jt, target, entries, to_dpu=True, kind=kind, flags=mode.flags, shared=share
+        )
 
     await submit(dset, make, wait=mode.wait, parallel=False, what="broadcast")
 
