@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import aiopim
-from aiopim import elf as elfmod
 from aiopim import timing
 from aiopim._machine._program import space_offset
 from aiopim.elf import (
@@ -30,6 +29,7 @@ from aiopim.elf import (
     registered_model,
     unregister_model,
 )
+from aiopim.elf import _parse as elfparse
 from aiopim.isa._runner import decoded_binary
 from aiopim.isa.elfwriter import (
     ELFCLASS64,
@@ -471,7 +471,7 @@ def test_pyelftools_failures_become_invalid_file(
     def explode(*args: object, **kw: object) -> None:
         raise exc
 
-    monkeypatch.setattr(elfmod, "ELFFile", explode)
+    monkeypatch.setattr(elfparse, "ELFFile", explode)
     e = err_of(SAMPLE)
     assert e.code is E.DPU_ERR_ELF_INVALID_FILE
     assert type(exc).__name__ in e.detail
