@@ -889,10 +889,9 @@ def execute(
         ra = read_reg(regs, tid, int(values[FI_RA]))
         d = (ra << (int(values[FI_SHIFT]) & 31)) & M32
         if dbo >= d:
-            hi, lo = ((dbe << 1) | 1) & M32, dbo - d
-        else:
-            hi, lo = (dbe << 1) & M32, dbo
-        regs[tid, dreg], regs[tid, dreg + 1] = hi, lo
+            regs[tid, dreg], regs[tid, dreg + 1] = ((dbe << 1) | 1) & M32, dbo - d
+        else:  # only the even register is written (the odd one keeps its value)
+            regs[tid, dreg] = (dbe << 1) & M32
         taken = cname >= 0 and condition(cname, 0, sv, zf0, 0, 0, 0, 0)
         pcs[tid] = target if taken else nxt
         return EV_OK
