@@ -252,6 +252,8 @@ __done:
     return text
 
 
+#: elements per iteration of the STREAM ADD loop
+ADD_UNROLL = 8
 #: STREAM kernels with an assembly version
 STREAM_KERNELS = ("copy-dma", "copy", "add")
 _PER_BLOCK = BLOCK_BYTES // 8
@@ -284,25 +286,20 @@ __elem:
         jltu r8, {full}, __elem
 {rest}"""
     if kernel == "add":
-        # b[i] += a[i] (c = a + b written over cache_B), unrolled by 2: (ld, ld, add, addc,
-        # sd) x2, pointer adds, branch: 13 per 2
+        # c[i] = a[i] + b[i] (written over cache_B), unrolled by ADD_UNROLL: (ld, ld, add,
+        # addc, sd) per element, then two pointer adds and the branch
+        body = "".join(
+            f"        ld d12, r6, {8 * k}\n        ld d10, r7, {8 * k}\n"
+            f"        add r13, r13, r11\n        addc r12, r12, r10\n        sd r7, {8 * k}, d12\n"
+            for k in range(ADD_UNROLL)
+        )
         return f"""\
         move r6, r9
         move r7, r4
         add r8, r9, {BLOCK_BYTES}
 __elem:
-        ld d12, r6, 0
-        ld d10, r7, 0
-        add r13, r13, r11
-        addc r12, r12, r10
-        sd r7, 0, d12
-        ld d12, r6, 8
-        ld d10, r7, 8
-        add r13, r13, r11
-        addc r12, r12, r10
-        sd r7, 8, d12
-        add r6, r6, 16
-        add r7, r7, 16
+{body}        add r6, r6, {8 * ADD_UNROLL}
+        add r7, r7, {8 * ADD_UNROLL}
         jltu r6, r8, __elem
 """
     raise ValueError(f"no assembly loop for STREAM {kernel!r}")
@@ -312,7 +309,7 @@ __elem:
 STREAM_BLOCK_INSTRUCTIONS = {
     "copy-dma": 0,
     "copy": 3 + 10 * (_PER_BLOCK // 3) + 2 * (_PER_BLOCK % 3),
-    "add": 3 + 13 * (_PER_BLOCK // 2),
+    "add": 3 + (5 * ADD_UNROLL + 3) * (_PER_BLOCK // ADD_UNROLL),
 }
 
 
@@ -410,7 +407,9 @@ def measure_arith(
     return {"cycles": cycles, "mops": nr_elements * frequency_hz(PRIM_CHIP) / cycles / 1e6}
 
 
-async def _stream_host(kernel: str, mem: str, nr_tasklets: int, nr_elements: int) -> tuple[int, bool]:
+async def _stream_host(
+    kernel: str, mem: str, nr_tasklets: int, nr_elements: int
+) -> tuple[int, bool]:
     rng = np.random.default_rng(0)
     a = rng.integers(0, 2**31, nr_elements).astype(np.uint64)
     b = rng.integers(0, 2**31, nr_elements).astype(np.uint64)
