@@ -386,11 +386,11 @@ def measure_mram(
 
 
 async def _arith_host(
-    op: str, type_name: str, nr_tasklets: int, nr_elements: int
+    op: str, type_name: str, nr_tasklets: int, nr_elements: int, chip: str = PRIM_CHIP
 ) -> tuple[int, bool]:
     dt = np.dtype(TYPES[type_name])
     a = np.random.default_rng(0).integers(0, 2**31, nr_elements).astype(dt)
-    prog = program(arithmetic(op, type_name, nr_tasklets), f"arith_{op}_{type_name}")
+    prog = program(arithmetic(op, type_name, nr_tasklets), f"arith_{op}_{type_name}", chip)
     cycles, b = await run_kernel(prog, [a])  # type: ignore[arg-type]
     expected = a.copy()
     apply(op, expected, dt.type(nr_elements))
@@ -408,13 +408,13 @@ def measure_arith(
 
 
 async def _stream_host(
-    kernel: str, mem: str, nr_tasklets: int, nr_elements: int
+    kernel: str, mem: str, nr_tasklets: int, nr_elements: int, chip: str = PRIM_CHIP
 ) -> tuple[int, bool]:
     rng = np.random.default_rng(0)
     a = rng.integers(0, 2**31, nr_elements).astype(np.uint64)
     b = rng.integers(0, 2**31, nr_elements).astype(np.uint64)
     inputs = [a, b] if kernel in TWO_INPUTS else [a]
-    prog = program(stream(kernel, mem, nr_tasklets), f"stream_{kernel}_{mem}")
+    prog = program(stream(kernel, mem, nr_tasklets), f"stream_{kernel}_{mem}", chip)
     cycles, out = await run_kernel(prog, inputs)  # type: ignore[arg-type]
     expected = reference(kernel, a, b, np.uint64(nr_elements))
     return cycles, bool(np.array_equal(out, expected))
