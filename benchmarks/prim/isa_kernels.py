@@ -27,8 +27,30 @@ from aiopim.isa import assemble
 
 BLOCK_BYTES = 1024  # BL=10, as PrIM's run.sh
 
-#: instructions of each per-element loop below, per element (what the tests derive times from)
+#: instructions of each per-element loop below, per element (what the tests derive times from);
+#: MUL and DIV int32 call ``__mulsi3`` / ``__divsi3``, whose length depends on the operands
+#: (:func:`mulsi3_instructions`, :func:`divsi3_instructions`)
 ARITH_LOOP = {("add", "int32"): 6, ("sub", "int32"): 6, ("add", "int64"): 7, ("sub", "int64"): 7}
+#: the loop around a runtime call: lw, move (scalar), call, sw, two adds, jltu
+CALL_LOOP = 7
+#: operations with an assembly kernel
+ARITH_KERNELS = (*ARITH_LOOP, ("mul", "int32"), ("div", "int32"))
+
+
+def mulsi3_instructions(a: int, b: int) -> int:
+    """Instructions ``__mulsi3`` issues for unsigned 32-bit ``a * b``: the smaller operand is the
+    multiplier, one ``mul_step`` per bit of it (at least one)."""
+    small = min(a, b)
+    return (5 if a <= b else 7) + max(1, small.bit_length())
+
+
+def divsi3_instructions(n: int, d: int) -> int:
+    """Instructions ``__divsi3`` issues for ``n / d`` (d != 0): sign handling, ``clz`` and the
+    computed jump, then one ``div_step`` per shift from clz(|d|) down to 0."""
+    neg = int(n < 0) + int(d < 0)
+    clz = 32 - abs(d).bit_length()
+    return 13 + neg + clz + int((n < 0) != (d < 0))
+
 
 _PROLOGUE = """\
         .set NR_TASKLETS, {nr_tasklets}
@@ -79,6 +101,54 @@ __barrier_done:
         release zero, barrier_lock, nz, .+1
         jump r23
 """
+
+_MULSI3 = (
+    """\
+// ---- __mulsi3: r18 = r18 * r19 (32-bit); link r23, clobbers r19, r20 -------------------------
+__mulsi3:
+        move r20, r19
+        jgeu r19, r18, __mulsi3_go            // the smaller operand is the multiplier
+        move r20, r18
+        move r18, r19
+__mulsi3_go:
+        move r19, 0
+"""
+    + "".join(f"        mul_step d18, r20, d18, {n}, z, __mulsi3_done\n" for n in range(32))
+    + """\
+__mulsi3_done:
+        move r18, r19
+        jump r23
+"""
+)
+
+_DIVSI3 = (
+    """\
+// ---- __divsi3: r18 = r18 / r19 (signed 32-bit, truncating); link r23; clobbers r13, r19-r21 --
+__divsi3:
+        xor r21, r18, r19                     // the quotient's sign in bit 31
+        jges r18, 0, .+2
+        sub r18, zero, r18
+        jges r19, 0, .+2
+        sub r19, zero, r19
+        jz r19, __divsi3_by_zero
+        move r20, r19                         // divisor
+        clz r13, r20
+        move r19, r18                         // (quotient, remainder) = (0, dividend)
+        move r18, 0
+        sub r13, __divsi3_steps + 31, r13     // enter at the step shifting by clz(divisor)
+        jump r13
+__divsi3_steps:
+"""
+    + "".join(f"        div_step d18, r20, d18, {k}\n" for k in range(31, -1, -1))
+    + """\
+        jges r21, 0, __divsi3_done
+        sub r18, zero, r18
+__divsi3_done:
+        jump r23
+__divsi3_by_zero:
+        fault 2                               // the runtime's division-by-zero fault
+"""
+)
 
 _EPILOGUE = """\
         .data
@@ -195,6 +265,19 @@ __done:
 def _arith_loop(op: str, type_name: str) -> str:
     """``cache[i] op= scalar`` over one block: r4 element pointer, r8 index, scalar in r11
     (and r10 high word for int64)."""
+    if op in ("mul", "div"):
+        n = BLOCK_BYTES // 4
+        return f"""\
+        move r8, 0
+__elem:
+        lw r18, r4, 0
+        move r19, r11
+        call r23, __{op}si3
+        sw r4, 0, r18
+        add r4, r4, 4
+        add r8, r8, 1
+        jltu r8, {n}, __elem
+"""
     if type_name == "int32":
         n = BLOCK_BYTES // 4
         return f"""\
@@ -225,7 +308,7 @@ __elem:
 def arithmetic(op: str, type_name: str, nr_tasklets: int) -> str:
     """Arithmetic-Throughput: ``x[i] op= size / sizeof(T)`` on 1,024-byte blocks, the update
     timed between two barriers."""
-    if (op, type_name) not in ARITH_LOOP:
+    if (op, type_name) not in ARITH_KERNELS:
         raise ValueError(f"no assembly kernel for {op} {type_name}")
     shift = 2 if type_name == "int32" else 3
     text = _PROLOGUE.format(nr_tasklets=nr_tasklets)
@@ -248,6 +331,7 @@ __loop:
 __done:
 """
     text += _store_cycles()
+    text += {"mul": _MULSI3, "div": _DIVSI3}.get(op, "")
     text += _EPILOGUE.format(buffers=f"cache:\n        .zero NR_TASKLETS * {BLOCK_BYTES}\n")
     return text
 

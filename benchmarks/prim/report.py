@@ -47,7 +47,7 @@ def _isa(what: str, has_isa: bool) -> bool:
 @cache
 def arith(op: str, type_name: str, nr_tasklets: int) -> dict[str, float]:
     """Arithmetic-Throughput at PrIM's size (2^20 elements)."""
-    if _isa(f"arith/{op}/{type_name}", (op, type_name) in isa_kernels.ARITH_LOOP):
+    if _isa(f"arith/{op}/{type_name}", (op, type_name) in isa_kernels.ARITH_KERNELS):
         return isa_kernels.measure_arith(op, type_name, nr_tasklets)
     return arithmetic_throughput.measure(op, type_name, nr_tasklets)
 
