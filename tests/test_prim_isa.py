@@ -26,6 +26,7 @@ from aiopim import timing
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks" / "prim"))
 
 import isa_kernels
+from arithmetic_throughput import apply
 from prim_common import run_on_one_dpu
 
 R = timing.REVOLVER_CYCLES
@@ -183,3 +184,54 @@ def test_v1a_dma_latency_is_whole_cycles() -> None:
     rd, wr = dma(8, False), dma(8, True)
     body = [INS] * 3 + [TIME, rd] + TIMER_STOP + [wr] + [INS] * 2
     assert cycles == timed_cycles(PRELUDE + 1, body, transfers)
+
+
+@pytest.mark.parametrize("op", ["mul", "div"])
+def test_mul_div_int32_one_tasklet(op: str, aiopim_backend: str) -> None:
+    """``x[i] *= s`` and ``x[i] /= s`` through the runtime routines: NumPy's results, and each
+    element costs the call loop plus the routine's data-dependent length."""
+    n = isa_kernels.BLOCK_BYTES // 4
+    elements = 2 * n
+    cycles, correct = run(isa_kernels._arith_host, op, "int32", 1, elements, backend=aiopim_backend)
+    assert correct
+    a = np.random.default_rng(0).integers(0, 2**31, elements).astype(np.int32)  # the host's A
+    routine = isa_kernels.mulsi3_instructions if op == "mul" else isa_kernels.divsi3_instructions
+    costs = [isa_kernels.CALL_LOOP + routine(int(x), elements) for x in a]
+    bl = isa_kernels.BLOCK_BYTES
+    total, start = 0, PRELUDE + 3
+    cycle = start * R
+    for block in range(2):
+        loop = sum(costs[block * n : (block + 1) * n])
+        body = (
+            [INS, INS, dma(bl, False)]
+            + BARRIER_1
+            + [TIME, INS, INS]
+            + [INS] * loop
+            + TIMER_STOP
+            + BARRIER_1
+            + [INS, dma(bl, True), INS, INS]
+        )
+        got = timed_cycles(0, [("dma", cycle), *body], 1)
+        cycle += sum(s[1] if isinstance(s, tuple) else R for s in body)
+        total += got
+    assert cycles == total
+
+
+@pytest.mark.parametrize("op", ["mul", "div"])
+def test_mul_div_int32_signed_operands(op: str, aiopim_backend: str) -> None:
+    """Negative, zero and extreme elements: C's wrap-around product and truncating quotient."""
+    from prim_common import run_kernel
+
+    n = isa_kernels.BLOCK_BYTES // 4
+    rng = np.random.default_rng(1)
+    a = rng.integers(-(2**31), 2**31, 3 * n).astype(np.int32)
+    a[:4] = [0, -1, -(2**31), 2**31 - 1]
+
+    async def host() -> tuple[int, np.ndarray]:
+        prog = isa_kernels.program(isa_kernels.arithmetic(op, "int32", 4), op, EXACT_CHIP)
+        return await run_kernel(prog, [a])  # type: ignore[arg-type]
+
+    _, b = run_on_one_dpu(host, chip=EXACT_CHIP, backend=aiopim_backend)
+    expected = a.copy()
+    apply(op, expected, np.int32(a.size))
+    np.testing.assert_array_equal(b, expected)
