@@ -34,7 +34,9 @@ ARITH_LOOP = {("add", "int32"): 6, ("sub", "int32"): 6, ("add", "int64"): 7, ("s
 #: the loop around a runtime call: lw, move (scalar), call, sw, two adds, jltu
 CALL_LOOP = 7
 #: operations with an assembly kernel
-ARITH_KERNELS = (*ARITH_LOOP, ("mul", "int32"), ("div", "int32"))
+ARITH_KERNELS = (*ARITH_LOOP, ("mul", "int32"), ("div", "int32"), ("mul", "int64"))
+#: the int64 loop around ``__muldi3``: ld, move, move, call, sd, two adds, jltu
+CALL_LOOP_64 = 8
 
 
 def mulsi3_instructions(a: int, b: int) -> int:
@@ -147,6 +149,87 @@ __divsi3_done:
         jump r23
 __divsi3_by_zero:
         fault 2                               // the runtime's division-by-zero fault
+"""
+)
+
+
+def _mul16(dst: str, x: str, y: str) -> str:
+    """dst = (x & 0xFFFF) * (y & 0xFFFF) from four byte products; clobbers r15."""
+    return f"""\
+        mul_ul_ul {dst}, {x}, {y}
+        mul_uh_ul r15, {x}, {y}
+        lsl_add {dst}, {dst}, r15, 8
+        mul_ul_uh r15, {x}, {y}
+        lsl_add {dst}, {dst}, r15, 8
+        mul_uh_uh r15, {x}, {y}
+        lsl_add {dst}, {dst}, r15, 16
+"""
+
+
+def _low32(dst: str, x: str, y: str) -> str:
+    """dst = (x * y) mod 2^32 from 16-bit products; clobbers r0, r1, r15."""
+    return (
+        _mul16(dst, x, y)
+        + f"        lsr r0, {x}, 16\n"
+        + _mul16("r1", "r0", y)
+        + f"        lsl_add {dst}, {dst}, r1, 16\n        lsr r0, {y}, 16\n"
+        + _mul16("r1", x, "r0")
+        + f"        lsl_add {dst}, {dst}, r1, 16\n"
+    )
+
+
+#: ``__muldi3`` on PrIM's operands (both high words 0): saves (4), cross-term tests (3),
+#: 32 x 32 -> 64 product (2 shifts, four 7-instruction 16-bit products, 9 to combine),
+#: restores (4), return (1)
+MULDI3_LOW_INSTRUCTIONS = 4 + 3 + 2 + 4 * 7 + 9 + 4 + 1
+#: each non-zero high word adds one 32-bit cross product (25) and its add
+MULDI3_CROSS_INSTRUCTIONS = 26
+
+_MULDI3 = (
+    """\
+// ---- __muldi3: d18 = d18 * d20 (64-bit); link r23; clobbers r20, r21; saves d0 d2 d12 d14 ---
+// lo(a) * lo(b) in full from 16-bit halves (each from four mul_?l_?h byte products), plus the
+// low words of hi(a) * lo(b) and lo(a) * hi(b) into the high word (skipped when zero)
+__muldi3:
+        sd r22, 0, d0
+        sd r22, 8, d2
+        sd r22, 16, d12
+        sd r22, 24, d14
+        move r2, 0                            // cross terms
+        jz r18, __muldi3_no_ah
+"""
+    + _low32("r3", "r18", "r21")
+    + """\
+        add r2, r2, r3
+__muldi3_no_ah:
+        jz r20, __muldi3_no_bh
+"""
+    + _low32("r3", "r19", "r20")
+    + """\
+        add r2, r2, r3
+__muldi3_no_bh:
+        lsr r0, r19, 16
+        lsr r1, r21, 16
+"""
+    + _mul16("r3", "r0", "r1")  # a1 * b1
+    + _mul16("r12", "r19", "r1")  # a0 * b1
+    + _mul16("r13", "r0", "r21")  # a1 * b0
+    + _mul16("r20", "r19", "r21")  # a0 * b0
+    + """\
+        add r12, r12, r13                     // middle terms, carry into bit 32
+        addc r13, zero, 0
+        lsl r15, r12, 16
+        add r19, r20, r15                     // low word
+        addc r3, r3, 0
+        lsr r15, r12, 16
+        add r3, r3, r15
+        lsl_add r3, r3, r13, 16
+        add r18, r3, r2                       // high word, plus the cross terms
+        ld d0, r22, 0
+        ld d2, r22, 8
+        ld d12, r22, 16
+        ld d14, r22, 24
+        jump r23
 """
 )
 
@@ -265,6 +348,19 @@ __done:
 def _arith_loop(op: str, type_name: str) -> str:
     """``cache[i] op= scalar`` over one block: r4 element pointer, r8 index, scalar in r11
     (and r10 high word for int64)."""
+    if op == "mul" and type_name == "int64":
+        return f"""\
+        move r8, 0
+__elem:
+        ld d18, r4, 0
+        move r20, r10
+        move r21, r11
+        call r23, __muldi3
+        sd r4, 0, d18
+        add r4, r4, 8
+        add r8, r8, 1
+        jltu r8, {BLOCK_BYTES // 8}, __elem
+"""
     if op in ("mul", "div"):
         n = BLOCK_BYTES // 4
         return f"""\
@@ -331,7 +427,9 @@ __loop:
 __done:
 """
     text += _store_cycles()
-    text += {"mul": _MULSI3, "div": _DIVSI3}.get(op, "")
+    text += {("mul", "int32"): _MULSI3, ("div", "int32"): _DIVSI3, ("mul", "int64"): _MULDI3}.get(
+        (op, type_name), ""
+    )
     text += _EPILOGUE.format(buffers=f"cache:\n        .zero NR_TASKLETS * {BLOCK_BYTES}\n")
     return text
 
@@ -339,7 +437,7 @@ __done:
 #: elements per iteration of the STREAM ADD loop
 ADD_UNROLL = 8
 #: STREAM kernels with an assembly version
-STREAM_KERNELS = ("copy-dma", "copy", "add")
+STREAM_KERNELS = ("copy-dma", "copy", "add", "scale", "triad")
 _PER_BLOCK = BLOCK_BYTES // 8
 
 
@@ -386,7 +484,32 @@ __elem:
         add r7, r7, {8 * ADD_UNROLL}
         jltu r6, r8, __elem
 """
+    if kernel in ("scale", "triad"):
+        # scale: b[i] = s * a[i]; triad: c[i] = a[i] + s * b[i] (written over cache_B); the
+        # scalar is in d10, the product from __muldi3
+        src, add = ("r6", "") if kernel == "scale" else ("r7", _TRIAD_ADD)
+        return f"""\
+        move r6, r9
+        move r7, r4
+        add r8, r9, {BLOCK_BYTES}
+__elem:
+        ld d18, {src}, 0
+        move r20, r10
+        move r21, r11
+        call r23, __muldi3
+{add}        sd r7, 0, d18
+        add r6, r6, 8
+        add r7, r7, 8
+        jltu r6, r8, __elem
+"""
     raise ValueError(f"no assembly loop for STREAM {kernel!r}")
+
+
+_TRIAD_ADD = """\
+        ld d12, r6, 0
+        add r19, r19, r13
+        addc r18, r18, r12
+"""
 
 
 #: instructions of the WRAM computation of one 1,024-byte block of each STREAM kernel
@@ -394,6 +517,9 @@ STREAM_BLOCK_INSTRUCTIONS = {
     "copy-dma": 0,
     "copy": 3 + 10 * (_PER_BLOCK // 3) + 2 * (_PER_BLOCK % 3),
     "add": 3 + (5 * ADD_UNROLL + 3) * (_PER_BLOCK // ADD_UNROLL),
+    # plus __muldi3 per element (MULDI3_LOW_INSTRUCTIONS when both high words are 0)
+    "scale": 3 + 8 * _PER_BLOCK,
+    "triad": 3 + 11 * _PER_BLOCK,
 }
 
 
@@ -403,17 +529,18 @@ def stream(kernel: str, mem: str, nr_tasklets: int) -> str:
     if kernel not in STREAM_KERNELS:
         raise ValueError(f"no assembly kernel for STREAM {kernel!r}")
     wram = mem == "WRAM"
-    two = kernel == "add"
+    two = kernel in TWO_INPUTS
     imm = BLOCK_BYTES // 8 - 1
     text = _PROLOGUE.format(nr_tasklets=nr_tasklets)
     text += _main_head(BLOCK_BYTES)
     out = "        add r6, r3, r0\n" if two else "        move r6, r3\n"
     text += "" if wram else _TIMER_START
+    scalar = "        move r10, 0\n        lsr r11, r0, 3\n" if kernel in ("scale", "triad") else ""
     text += f"""\
         add r9, r1, cache_a
         add r4, r1, {"cache_a" if kernel == "copy-dma" else "cache_b"}
 {out}        sw r22, -16, r6                       // mram_base_addr_out
-__loop:
+{scalar}__loop:
         jgeu r5, r0, __done
         add r6, r2, r5
         ldma r9, r6, {imm}
@@ -437,6 +564,8 @@ __done:
     if not wram:
         text += _TIMER_STOP
     text += _store_cycles()
+    if kernel in ("scale", "triad"):
+        text += _MULDI3
     buffers = f"cache_a:\n        .zero NR_TASKLETS * {BLOCK_BYTES}\n"
     buffers += f"cache_b:\n        .zero NR_TASKLETS * {BLOCK_BYTES}\n"
     text += _EPILOGUE.format(buffers=buffers)
