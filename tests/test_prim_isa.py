@@ -235,3 +235,60 @@ def test_mul_div_int32_signed_operands(op: str, aiopim_backend: str) -> None:
     expected = a.copy()
     apply(op, expected, np.int32(a.size))
     np.testing.assert_array_equal(b, expected)
+
+
+def test_mul_int64_one_tasklet(aiopim_backend: str) -> None:
+    """``x[i] *= s`` on int64 through ``__muldi3``: NumPy's products; on PrIM's operands (both
+    high words 0) each element costs the call loop plus the routine's fixed length."""
+    n = isa_kernels.BLOCK_BYTES // 8
+    cycles, correct = run(isa_kernels._arith_host, "mul", "int64", 1, 2 * n, backend=aiopim_backend)
+    assert correct
+    per_elem = isa_kernels.CALL_LOOP_64 + isa_kernels.MULDI3_LOW_INSTRUCTIONS
+    bl = isa_kernels.BLOCK_BYTES
+    body = (
+        [INS, INS, dma(bl, False)]
+        + BARRIER_1
+        + [TIME, INS, INS]
+        + [INS] * (per_elem * n)
+        + TIMER_STOP
+        + BARRIER_1
+        + [INS, dma(bl, True), INS, INS]
+    )
+    assert cycles == timed_cycles(PRELUDE + 3, body, 2)
+
+
+def test_muldi3_full_64_bit_operands(aiopim_backend: str) -> None:
+    """Operands with non-zero high words (the cross terms) wrap like C's uint64 product."""
+    from prim_common import run_kernel
+
+    rng = np.random.default_rng(2)
+    a = rng.integers(-(2**63), 2**63, 3 * isa_kernels.BLOCK_BYTES // 8, dtype=np.int64)
+    a[:4] = [0, -1, -(2**63), 2**63 - 1]
+
+    async def host() -> tuple[int, np.ndarray]:
+        prog = isa_kernels.program(isa_kernels.arithmetic("mul", "int64", 3), "m", EXACT_CHIP)
+        return await run_kernel(prog, [a])  # type: ignore[arg-type]
+
+    _, b = run_on_one_dpu(host, chip=EXACT_CHIP, backend=aiopim_backend)
+    np.testing.assert_array_equal(b, a * np.int64(a.size))
+
+
+@pytest.mark.parametrize("kernel", ["scale", "triad"])
+def test_stream_scale_triad_wram_one_tasklet(kernel: str, aiopim_backend: str) -> None:
+    elements = 2 * isa_kernels.BLOCK_BYTES // 8
+    cycles, correct = run(
+        isa_kernels._stream_host, kernel, "WRAM", 1, elements, backend=aiopim_backend
+    )
+    assert correct  # s * A or A + s * B, against NumPy
+    bl, per = isa_kernels.BLOCK_BYTES, isa_kernels.BLOCK_BYTES // 8
+    loop = isa_kernels.STREAM_BLOCK_INSTRUCTIONS[kernel] + per * isa_kernels.MULDI3_LOW_INSTRUCTIONS
+    reads = [dma(bl, False)] if kernel == "scale" else [dma(bl, False), INS, dma(bl, False)]
+    body = (
+        [INS, INS, *reads, *BARRIER_1, TIME]
+        + [INS] * loop
+        + TIMER_STOP
+        + BARRIER_1
+        + [INS, INS, dma(bl, True), INS, INS]
+    )
+    # + add r9, add r4, the output base (move/add, sw), the scalar (move, lsr)
+    assert cycles == timed_cycles(PRELUDE + 6, body, 2)
