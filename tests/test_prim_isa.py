@@ -292,3 +292,44 @@ def test_stream_scale_triad_wram_one_tasklet(kernel: str, aiopim_backend: str) -
     )
     # + add r9, add r4, the output base (move/add, sw), the scalar (move, lsr)
     assert cycles == timed_cycles(PRELUDE + 6, body, 2)
+
+
+def test_div_int64_one_tasklet(aiopim_backend: str) -> None:
+    """``x[i] /= s`` on int64 through ``__divdi3``'s 32-bit path (PrIM's operands fit 32 bits):
+    saves (3), sign and zero tests (xor, jges, jges, or, jz, or, jnz: 7), clz and the computed jump (3), clz(s) + 1 div_steps,
+    the result moves and jump (3), the sign test (1), restores (3), return (1)."""
+    n = isa_kernels.BLOCK_BYTES // 8
+    elements = 2 * n
+    cycles, correct = run(
+        isa_kernels._arith_host, "div", "int64", 1, elements, backend=aiopim_backend
+    )
+    assert correct
+    clz = 32 - elements.bit_length()
+    per_elem = isa_kernels.CALL_LOOP_64 + 3 + 7 + 3 + clz + 1 + 3 + 1 + 3 + 1
+    bl = isa_kernels.BLOCK_BYTES
+    body = (
+        [INS, INS, dma(bl, False), *BARRIER_1, TIME, INS, INS]
+        + [INS] * (per_elem * n)
+        + TIMER_STOP
+        + BARRIER_1
+        + [INS, dma(bl, True), INS, INS]
+    )
+    assert cycles == timed_cycles(PRELUDE + 3, body, 2)
+
+
+def test_divdi3_64_bit_operands(aiopim_backend: str) -> None:
+    """Dividends beyond 32 bits take the shift-and-subtract loop: C's truncating quotients."""
+    from prim_common import run_kernel
+
+    rng = np.random.default_rng(2)
+    a = rng.integers(-(2**63), 2**63, 3 * isa_kernels.BLOCK_BYTES // 8, dtype=np.int64)
+    a[:4] = [0, -1, -(2**63) + 1, 2**63 - 1]
+
+    async def host() -> tuple[int, np.ndarray]:
+        prog = isa_kernels.program(isa_kernels.arithmetic("div", "int64", 3), "d", EXACT_CHIP)
+        return await run_kernel(prog, [a])  # type: ignore[arg-type]
+
+    _, b = run_on_one_dpu(host, chip=EXACT_CHIP, backend=aiopim_backend)
+    expected = a.copy()
+    apply("div", expected, np.int64(a.size))
+    np.testing.assert_array_equal(b, expected)

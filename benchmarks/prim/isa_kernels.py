@@ -34,7 +34,13 @@ ARITH_LOOP = {("add", "int32"): 6, ("sub", "int32"): 6, ("add", "int64"): 7, ("s
 #: the loop around a runtime call: lw, move (scalar), call, sw, two adds, jltu
 CALL_LOOP = 7
 #: operations with an assembly kernel
-ARITH_KERNELS = (*ARITH_LOOP, ("mul", "int32"), ("div", "int32"), ("mul", "int64"))
+ARITH_KERNELS = (
+    *ARITH_LOOP,
+    ("mul", "int32"),
+    ("div", "int32"),
+    ("mul", "int64"),
+    ("div", "int64"),
+)
 #: the int64 loop around ``__muldi3``: ld, move, move, call, sd, two adds, jltu
 CALL_LOOP_64 = 8
 
@@ -233,6 +239,68 @@ __muldi3_no_bh:
 """
 )
 
+_DIVDI3 = (
+    """\
+// ---- __divdi3: d18 = d18 / d20 (signed 64-bit, truncating); link r23; clobbers r20, r21;
+// saves d0 d2 d12. Both magnitudes below 2^32: the 32-bit div_step sequence (computed entry);
+// otherwise a 64-step shift-and-subtract loop, the quotient shifting into the dividend's place.
+__divdi3:
+        sd r22, 0, d0
+        sd r22, 8, d2
+        sd r22, 16, d12
+        xor r13, r18, r20                     // the quotient's sign in bit 31
+        jges r18, 0, __divdi3_n_pos
+        sub r19, zero, r19
+        subc r18, zero, r18
+__divdi3_n_pos:
+        jges r20, 0, __divdi3_d_pos
+        sub r21, zero, r21
+        subc r20, zero, r20
+__divdi3_d_pos:
+        or r0, r20, r21
+        jz r0, __divdi3_by_zero
+        or r0, r18, r20
+        jnz r0, __divdi3_long
+        clz r12, r21
+        sub r12, __divdi3_steps + 31, r12
+        jump r12
+__divdi3_steps:
+"""
+    + "".join(f"        div_step d18, r21, d18, {k}\n" for k in range(31, -1, -1))
+    + """\
+        move r19, r18                         // (0, quotient)
+        move r18, 0
+        jump __divdi3_sign
+__divdi3_long:
+        move r0, 0                            // remainder
+        move r1, 0
+        move r12, 64
+__divdi3_loop:
+        add r19, r19, r19                     // (remainder, dividend) <<= 1
+        addc r18, r18, r18
+        addc r1, r1, r1
+        addc r0, r0, r0
+        sub r3, r1, r21
+        subc r2, r0, r20, ltu, __divdi3_next  // remainder < divisor: quotient bit 0
+        move r1, r3
+        move r0, r2
+        or r19, r19, 1
+__divdi3_next:
+        add r12, r12, -1, nz, __divdi3_loop
+__divdi3_sign:
+        jges r13, 0, __divdi3_done
+        sub r19, zero, r19
+        subc r18, zero, r18
+__divdi3_done:
+        ld d0, r22, 0
+        ld d2, r22, 8
+        ld d12, r22, 16
+        jump r23
+__divdi3_by_zero:
+        fault 2
+"""
+)
+
 _EPILOGUE = """\
         .data
         .balign 8
@@ -348,14 +416,14 @@ __done:
 def _arith_loop(op: str, type_name: str) -> str:
     """``cache[i] op= scalar`` over one block: r4 element pointer, r8 index, scalar in r11
     (and r10 high word for int64)."""
-    if op == "mul" and type_name == "int64":
+    if type_name == "int64" and op in ("mul", "div"):
         return f"""\
         move r8, 0
 __elem:
         ld d18, r4, 0
         move r20, r10
         move r21, r11
-        call r23, __muldi3
+        call r23, __{op}di3
         sd r4, 0, d18
         add r4, r4, 8
         add r8, r8, 1
@@ -427,9 +495,12 @@ __loop:
 __done:
 """
     text += _store_cycles()
-    text += {("mul", "int32"): _MULSI3, ("div", "int32"): _DIVSI3, ("mul", "int64"): _MULDI3}.get(
-        (op, type_name), ""
-    )
+    text += {
+        ("mul", "int32"): _MULSI3,
+        ("div", "int32"): _DIVSI3,
+        ("mul", "int64"): _MULDI3,
+        ("div", "int64"): _DIVDI3,
+    }.get((op, type_name), "")
     text += _EPILOGUE.format(buffers=f"cache:\n        .zero NR_TASKLETS * {BLOCK_BYTES}\n")
     return text
 
