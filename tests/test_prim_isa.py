@@ -15,7 +15,7 @@ cycle late (``test_v1a_dma_latency_is_whole_cycles``, expected to fail until tha
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -64,10 +64,14 @@ def timed_cycles(prelude: int, body: Sequence[object], iterations: int) -> int:
 EXACT_CHIP = "v1B"
 
 
-def run(host: object, *args: object, backend: str, chip: str = EXACT_CHIP) -> tuple[int, bool]:
-    result = run_on_one_dpu(host, *args, chip, chip=chip, backend=backend)  # type: ignore[arg-type]
-    assert isinstance(result, tuple)
-    return result
+def run(
+    host: Callable[..., Awaitable[tuple[int, bool]]],
+    *args: object,
+    backend: str,
+    chip: str = EXACT_CHIP,
+) -> tuple[int, bool]:
+    """``host(*args, chip)`` on one DPU of ``chip``: (largest cycle count, output correct)."""
+    return run_on_one_dpu(host, *args, chip, chip=chip, backend=backend)
 
 
 @pytest.mark.parametrize("block", [8, 64, 2048])
@@ -296,8 +300,9 @@ def test_stream_scale_triad_wram_one_tasklet(kernel: str, aiopim_backend: str) -
 
 def test_div_int64_one_tasklet(aiopim_backend: str) -> None:
     """``x[i] /= s`` on int64 through ``__divdi3``'s 32-bit path (PrIM's operands fit 32 bits):
-    saves (3), sign and zero tests (xor, jges, jges, or, jz, or, jnz: 7), clz and the computed jump (3), clz(s) + 1 div_steps,
-    the result moves and jump (3), the sign test (1), restores (3), return (1)."""
+    saves (3), sign and zero tests (xor, jges, jges, or, jz, or, jnz: 7), clz and the computed
+    jump (3), clz(s) + 1 div_steps, the result moves and jump (3), the sign test (1), restores
+    (3), return (1)."""
     n = isa_kernels.BLOCK_BYTES // 8
     elements = 2 * n
     cycles, correct = run(
