@@ -6,6 +6,11 @@ PrIM's C code (``Microbenchmarks/*/dpu/task.c``): the SDK bootstrap and boot cha
 ``time`` instruction, PrIM's ``timer_stop`` (which reads the counter twice and removes the cost
 of one read), the MRAM block loop with ``ldma``/``sdma``, and the per-element loops whose lengths
 ``aiopim.timing`` derives (6 instructions for ``x[i] += s`` on int32, 7 on int64 …).
+Multiplication and division call runtime routines built here from the instruction set:
+``__mulsi3`` (``mul_step``, the smaller operand as multiplier, early exit), ``__divsi3``
+(``div_step`` entered by a computed jump at the divisor's ``clz``), ``__muldi3`` (16-bit partial
+products from the ``mul_?l_?h`` byte multiplies) and ``__divdi3`` (the 32-bit ``div_step`` path
+when both magnitudes fit 32 bits, else a 64-step shift-and-subtract loop).
 :func:`program` assembles a text into an ``ElfProgram`` the host programs of ``prim_common``
 load like the Python kernels.
 
