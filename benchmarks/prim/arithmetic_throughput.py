@@ -41,8 +41,10 @@ def apply(op: str, x: np.ndarray, scalar: np.integer) -> None:
     elif op == "mul":
         x *= scalar
     elif op == "div":
-        q = np.abs(x) // abs(scalar)
-        np.copyto(x, np.where((x < 0) != (scalar < 0), -q, q).astype(x.dtype))
+        # floor division, then towards zero (np.abs would overflow on the most negative value)
+        q = x // scalar
+        q += ((x - q * scalar) != 0) & ((x < 0) != (scalar < 0))
+        np.copyto(x, q)
     else:
         raise ValueError(f"unknown operation {op!r}")
 

@@ -7,7 +7,11 @@ WRAM) as real host programs on one emulated DPU and prints, for every published 
 and not counted. Last line, over the [V]/[S]/[D] points:
 ``prim within_10pct=<k>/<n> worst_ratio=<r>`` (worst = farthest from 1).
 
-python benchmarks/prim/report.py
+python benchmarks/prim/report.py [--kernel python|isa]
+
+``--kernel isa`` runs the same microbenchmarks as assembled DPU binaries (``isa_kernels.py``) on
+the instruction-set interpreter through the same host programs; a row still measured with a
+Python kernel (none today) is marked ``*``.
 """
 
 from __future__ import annotations
@@ -18,29 +22,49 @@ import time
 from functools import cache
 
 import arithmetic_throughput
+import isa_kernels
 import mram_latency
 import prim_stream
 from published import POINTS, Point
 
 TOLERANCE = 0.10
 COUNTED_TAGS = ("V", "S", "D")
+#: "python" (the Python kernels) or "isa" (the assembled kernels where they exist)
+KERNEL = "python"
+#: keys measured with a Python kernel although ``KERNEL == "isa"``
+_FALLBACK: set[str] = set()
+
+
+def _isa(what: str, has_isa: bool) -> bool:
+    """Whether to use the assembled kernel for ``what``; records a fallback otherwise."""
+    if KERNEL != "isa":
+        return False
+    if not has_isa:
+        _FALLBACK.add(what)
+    return has_isa
 
 
 @cache
 def arith(op: str, type_name: str, nr_tasklets: int) -> dict[str, float]:
     """Arithmetic-Throughput at PrIM's size (2^20 elements)."""
+    if _isa(f"arith/{op}/{type_name}", (op, type_name) in isa_kernels.ARITH_KERNELS):
+        return isa_kernels.measure_arith(op, type_name, nr_tasklets)
     return arithmetic_throughput.measure(op, type_name, nr_tasklets)
 
 
 @cache
 def mram(op: str, size: int, chip: str) -> dict[str, float]:
     """MRAM-Latency of one transfer size."""
+    if _isa("mram", True):
+        return isa_kernels.measure_mram(size, op == "write", chip)
     return mram_latency.measure(size, op == "write", chip)
 
 
 @cache
 def stream(mem: str, kernel: str, nr_tasklets: int) -> float:
     """STREAM bandwidth in MB/s."""
+    if _isa(f"stream/{kernel}", kernel in isa_kernels.STREAM_KERNELS):
+        return isa_kernels.measure_stream(kernel, mem.upper(), nr_tasklets)
     return prim_stream.measure(kernel, mem.upper(), nr_tasklets)
 
 
@@ -79,20 +103,37 @@ def _fmt(x: float) -> str:
 
 
 def _row(p: Point, value: float) -> tuple[str, float | None]:
+    label = p.label
+    if any(k in _FALLBACK for k in [*_arith_keys(p.key), _stream_key(p.key)]):
+        label += " *"
     if p.upper is not None:
         ok = p.published <= value <= p.upper
         pub = f"{_fmt(p.published)}-{_fmt(p.upper)}"
         return (
-            f"{p.label:52} {_fmt(value):>11} {pub:>11}  [{p.tag}]  "
+            f"{label:52} {_fmt(value):>11} {pub:>11}  [{p.tag}]  "
             f"{'in range' if ok else 'OUT':>6}  {p.source}",
             None,
         )
     ratio = value / p.published
     return (
-        f"{p.label:52} {_fmt(value):>11} {_fmt(p.published):>11}  [{p.tag}]  {ratio:6.3f}  "
+        f"{label:52} {_fmt(value):>11} {_fmt(p.published):>11}  [{p.tag}]  {ratio:6.3f}  "
         f"{p.source}",
         ratio,
     )
+
+
+def _stream_key(key: str) -> str:
+    """``stream/<kernel>`` for a STREAM point's key, else ``""``."""
+    parts = key.split("/")
+    return f"stream/{parts[1]}" if parts[0].startswith("stream-") else ""
+
+
+def _arith_keys(key: str) -> list[str]:
+    """The ``arith/<op>/<type>`` measurements an arithmetic point's key uses."""
+    parts = key.split("/")
+    if parts[:2] == ["arith", "ratio"]:
+        return [f"arith/{'/'.join(x.split('-'))}" for x in parts[2:4] if "-" in x]
+    return ["/".join(parts[:3])] if parts[0] == "arith" else []
 
 
 def report(points: list[Point]) -> tuple[list[str], int, int, float]:
@@ -127,9 +168,21 @@ def report(points: list[Point]) -> tuple[list[str], int, int, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.parse_args(argv)
+    parser.add_argument("--kernel", choices=["python", "isa"], default="python")
+    opts = parser.parse_args(argv)
+    global KERNEL
+    KERNEL = opts.kernel
     t0 = time.perf_counter()
     lines, within, n, worst = report(POINTS)
+    if KERNEL == "isa":
+        lines[0] += "; kernels: DPU assembly on the instruction-set interpreter"
+        lines += [
+            "isa: __muldi3/__divdi3 are this port's own routines (16-bit partial products; a",
+            "32-bit div_step path when both operands fit), not the SDK's: the INT64 MUL/DIV and",
+            "SCALE/TRIAD [R] rows measure them, not the derivation of aiopim/timing.py.",
+        ]
+        if _FALLBACK:
+            lines.append("* measured with the Python kernel: " + ", ".join(sorted(_FALLBACK)))
     print("\n".join(lines))
     print(f"\n(wall time {time.perf_counter() - t0:.1f} s)")
     print(f"prim within_10pct={within}/{n} worst_ratio={worst:.3f}")
