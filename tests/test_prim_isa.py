@@ -177,7 +177,6 @@ def test_stream_mram_one_tasklet(kernel: str, aiopim_backend: str) -> None:
     assert cycles == timed_cycles(PRELUDE, body, 1)
 
 
-@pytest.mark.xfail(strict=True, reason="v1A DMA completion rounds twice (ps), 1 cycle late")
 def test_v1a_dma_latency_is_whole_cycles() -> None:
     """Eight-byte reads on v1A take alpha + beta * 8 = 81 cycles each, like on v1B."""
     transfers = 16

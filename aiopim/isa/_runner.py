@@ -13,6 +13,7 @@ the horizon; DPU ends and faults become kernel events at their exact times.
 from __future__ import annotations
 
 import collections
+import math
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -326,14 +327,14 @@ class IsaRunner(DpuRunner):
         t = int(self.dv[I.D_REQ])
         kind, _, _, size = (int(v) for v in self.dma[t])
         issue = int(self.dv[I.D_LAST])
-        chip = self.dpu.chip
         busy, latency = timing.dma_cycles(size, write=kind == I.DMA_SDMA)
-        start = max(self.time_of(issue), self.dma_free_at)
-        self.dma_free_at = start + chip.cycles_to_ps(busy)
-        done = start + chip.cycles_to_ps(latency)
+        # in whole cycles of this run: at 350 MHz a cycle is not a whole number of ps, and
+        # adding two rounded durations could land one cycle late
+        start = max(issue, self.first_cycle_at(self.dma_free_at))
+        self.dma_free_at = self.time_of(start + math.ceil(busy))
         self.dma_requests += 1
         self.dma_bytes += size
-        due = max(self.first_cycle_at(done), issue + timing.REVOLVER_CYCLES)
+        due = max(start + math.ceil(latency), issue + timing.REVOLVER_CYCLES)
         self.th[t, I.T_NEXT] = due
         self.dv[I.D_DMA_MIN] = min(int(self.dv[I.D_DMA_MIN]), due)
 
