@@ -78,7 +78,12 @@ class Kernel:
         self, fn: Callback, arg: Any = None, actor: int = 0, priority: int = PRIO_NORMAL
     ) -> Entry:
         """Run ``fn(arg)`` at the current virtual time, after what is already due."""
-        return self.call_at(self.now, fn, arg, actor, priority)
+        self._seq += 1
+        if self._explore is not None:
+            actor = self._explore.getrandbits(62)
+        entry: Entry = [self.now, priority, actor, self._seq, fn, arg]
+        heappush(self._heap, entry)
+        return entry
 
     @staticmethod
     def cancel(entry: Entry) -> None:

@@ -100,9 +100,6 @@ class FifoOps(TaskletBase):
         async def mutex_lock(self, m: MutexDecl) -> None: ...
         def mutex_unlock(self, m: MutexDecl) -> None: ...
 
-    def _address(self, where: Var | str) -> int:
-        return self.program.address_of(where)
-
     # -- raw struct access -----------------------------------------------------------------------
     def _slot(self, fifo: FifoDecl, ptr: int) -> np.ndarray:
         base = read_u32(self.wram, self._address(fifo.struct) + DATA_PTR)
@@ -197,7 +194,15 @@ class FifoOps(TaskletBase):
         the host (or a FIFO operation) writes; writes by plain tasklet stores are not watched, so
         use the synchronisation primitives for tasklet-to-tasklet signals.
         """
-        ranges = self._ranges(watched)
+        await self._poll(condition, self._ranges(watched), instructions, label)
+
+    async def _poll(
+        self,
+        condition: Callable[[], bool],
+        ranges: list[tuple[int, int]],
+        instructions: int,
+        label: str,
+    ) -> None:
         while True:
             self._pending += instructions
             if condition():
@@ -224,8 +229,12 @@ class FifoOps(TaskletBase):
             state = self._loop_state(fin, fout, active)
             return state != 1
 
-        label = f"input FIFO {fin.name!r} / output FIFO {fout.name!r} (empty or full)"
-        await self.poll_until(settled, fin, fout, active, label=label)
+        key = (fin.name, fout.name, active.name)
+        known = self._polls.get(key)
+        if known is None:
+            label = f"input FIFO {fin.name!r} / output FIFO {fout.name!r} (empty or full)"
+            known = self._polls[key] = (self._ranges((fin, fout, active)), label)
+        await self._poll(settled, known[0], timing.FIFO_POLL_LOOP_INSTRUCTIONS, known[1])
         return state == 0
 
     # -- the loop helpers --------------------------------------------------------------------------

@@ -28,6 +28,9 @@ class DpuFault(Exception):
         super().__init__(reason if code is None else f"fault {code}: {reason}")
 
 
+_REVOLVER = timing.REVOLVER_CYCLES
+
+
 class Pipeline:
     """The revolver pipeline as processor sharing.
 
@@ -84,7 +87,7 @@ class Pipeline:
         now = self.kernel.now
         active = self.n + self.spinning
         if active:
-            share = (now - self.t) / (max(timing.REVOLVER_CYCLES, active) * self.cycle_ps)
+            share = (now - self.t) / ((active if active > _REVOLVER else _REVOLVER) * self.cycle_ps)
             if self.n:
                 self.attained += share
             if self.spinning:
@@ -115,24 +118,29 @@ class Pipeline:
         self._reschedule()
 
     def _reschedule(self) -> None:
-        if self._timer is not None:
-            Kernel.cancel(self._timer)
+        timer = self._timer
+        if timer is not None:
+            timer[4] = None  # Kernel.cancel
             self._timer = None
-        if not self._heap:
+        heap = self._heap
+        if not heap:
             self.attained = 0.0
             return
-        remaining = self._heap[0][0] - self.attained
-        dt = remaining * max(timing.REVOLVER_CYCLES, self.n + self.spinning) * self.cycle_ps
-        when = self.kernel.now + max(0, math.ceil(dt - 1e-6))
-        self._timer = self.kernel.call_at(when, self._on_timer, None, self._actor)
+        remaining = heap[0][0] - self.attained
+        active = self.n + self.spinning
+        dt = remaining * (active if active > _REVOLVER else _REVOLVER) * self.cycle_ps
+        k = self.kernel
+        when = k.now + (math.ceil(dt - 1e-6) if dt > 1e-6 else 0)
+        self._timer = k.call_at(when, self._on_timer, None, self._actor)
 
     def _on_timer(self, _: Any) -> None:
         self._timer = None
         self._advance()
         heap = self._heap
         k = self.kernel
-        while heap and heap[0][0] <= self.attained + 1e-6:
-            _, _, proc = heappop(heap)
+        limit = self.attained + 1e-6
+        while heap and heap[0][0] <= limit:
+            proc = heappop(heap)[2]
             self.n -= 1
             k.call_soon(proc.resume, None, proc.actor)
         self._reschedule()

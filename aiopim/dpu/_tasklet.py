@@ -15,13 +15,14 @@ from ._fifo import FifoOps
 from ._mailbox import MailboxOps
 from ._mram import MramMixin
 from ._perfcounter import PerfcounterMixin
+from ._program import Var
 from ._runner import ComputeCommand, DmaCommand, DpuFault, TaskletRunner
 from ._stdio import StdioMixin, reset_stdio
 
 if TYPE_CHECKING:
     from .._machine._dpu import Dpu
     from .._machine._dpulog import LogBuffer
-    from ._program import BarrierDecl, MainFn, Var
+    from ._program import BarrierDecl, MainFn
 
 #: software fault codes of dpufault.h (sdk-reference.md §5.8)
 FAULT_HEAP_FULL = 1
@@ -77,6 +78,11 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         self._pending = 0
         self._deferred_dma: list[int] = []
         self.wram = dpu.wram
+        #: DPU addresses of the program's symbols by name (the layout is fixed while it runs)
+        self._addrs: dict[str, int] = {}
+        #: WRAM views of variables by (name, dtype, count): (start, end, dtype)
+        self._views: dict[tuple[str, Any, int | None], tuple[int, int, np.dtype[Any]]] = {}
+        self._polls: dict[tuple[str, str, str], tuple[list[tuple[int, int]], str]] = {}
 
     async def _run(self, main: MainFn) -> None:
         try:
@@ -84,6 +90,14 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         except ZeroDivisionError as exc:  # the runtime's division routines trap: fault 2
             raise DpuFault(f"division by zero: {exc}", FAULT_DIVISION_BY_ZERO) from exc
         await self.flush()
+
+    def _address(self, where: Var | str) -> int:
+        """``program.address_of(where)``, cached by name."""
+        name = where if type(where) is str else where.name  # type: ignore[union-attr]
+        addr = self._addrs.get(name)
+        if addr is None:
+            addr = self._addrs[name] = self.program.address_of(where)
+        return addr
 
     # -- identity ---------------------------------------
     def me(self) -> int:
@@ -114,14 +128,23 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         self, where: Var | int, dtype: npt.DTypeLike = np.uint8, count: int | None = None
     ) -> np.ndarray:
         """A NumPy view of WRAM: a ``__host``/WRAM variable, or ``count`` items at an address."""
-        from ._program import Var
-
         if isinstance(where, Var):
+            key = (where.name, dtype, count)
+            known = self._views.get(key)
+            if known is not None:
+                return self.wram[known[0] : known[1]].view(known[2])
             if where.section.startswith(".mram"):
                 raise TypeError(f"{where.name!r} is in MRAM; use mram_read to bring it to WRAM")
-            addr = self.program.address_of(where)
+            addr = self._address(where)
             dt = where.dtype if dtype is np.uint8 and where.dtype != np.uint8 else np.dtype(dtype)
             n = count if count is not None else where.size // dt.itemsize
+            end = addr + n * dt.itemsize
+            if addr < 0 or end > len(self.wram) or addr % dt.itemsize:
+                raise DpuFault(
+                    f"memory fault: WRAM access [{addr:#x}, {end:#x}) out of range or unaligned"
+                )
+            self._views[key] = (addr, end, dt)
+            return self.wram[addr:end].view(dt)
         else:
             addr, dt = int(where), np.dtype(dtype)
             n = 1 if count is None else count
@@ -196,15 +219,15 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         await DmaCommand(self.runner.dma, size, True, apply)
 
     def _mram_addr(self, where: Var | int) -> int:
-        from ._program import Var
-
+        if type(where) is int:
+            return where
         if isinstance(where, Var):
-            return self.program.address_of(where)
+            return self._address(where)
         return int(where)
 
     def mram_address(self, var: Var, offset: int = 0) -> int:
         """MRAM address (0x08000000 | offset) of an ``__mram`` variable plus ``offset``."""
-        return self.program.address_of(var) + offset
+        return self._address(var) + offset
 
     @property
     def mram_heap_pointer(self) -> int:
