@@ -64,7 +64,8 @@ class Pipeline:
         self.n = 0
         self.attained = 0.0
         self.t = 0
-        self._heap: list[tuple[float, int, Process]] = []
+        #: (target, seq, process, what runs when the target is reached, its argument)
+        self._heap: list[tuple[float, int, Process, Callable[[Any], None], Any]] = []
         self._seq = 0
         self._timer: Entry | None = None
         self.instructions = 0
@@ -108,12 +109,25 @@ class Pipeline:
         self.instructions += int(self.spin_attained - mark)
         self._reschedule()
 
-    def compute(self, proc: Process, instructions: int) -> None:
-        """Run ``instructions`` for ``proc``; it resumes when they have issued."""
+    def compute(
+        self,
+        proc: Process,
+        instructions: int,
+        then: Callable[[Any], None] | None = None,
+        arg: Any = None,
+    ) -> None:
+        """Run ``instructions`` for ``proc``; it resumes when they have issued.
+
+        With ``then``, ``then(arg)`` runs instead of the resume (same instant, same actor): a
+        command that continues with more work without stepping the tasklet's coroutine.
+        """
         self._advance()
         self.instructions += instructions
         self._seq += 1
-        heappush(self._heap, (self.attained + instructions, self._seq, proc))
+        heappush(
+            self._heap,
+            (self.attained + instructions, self._seq, proc, then or proc.resume, arg),
+        )
         self.n += 1
         self._reschedule()
 
@@ -140,9 +154,9 @@ class Pipeline:
         k = self.kernel
         limit = self.attained + 1e-6
         while heap and heap[0][0] <= limit:
-            proc = heappop(heap)[2]
+            _, _, proc, then, arg = heappop(heap)
             self.n -= 1
-            k.call_soon(proc.resume, None, proc.actor)
+            k.call_soon(then, arg, proc.actor)
         self._reschedule()
 
 
@@ -219,6 +233,30 @@ class DmaCommand(Command):
             proc.throw(exc)
             return
         proc.resume(None)
+
+
+class ComputeDmaCommand(Command):
+    """``ComputeCommand`` then ``DmaCommand``, with one step of the tasklet instead of two.
+
+    The DMA is submitted at the instant (and in the event) the tasklet would have resumed
+    after its instructions issued, exactly as the two commands awaited in turn would do it.
+    """
+
+    __slots__ = ("dma", "instructions", "pipeline")
+
+    def __init__(self, pipeline: Pipeline, instructions: int, dma: DmaCommand) -> None:
+        self.pipeline = pipeline
+        self.instructions = instructions
+        self.dma = dma
+
+    def arm(self, proc: Process) -> None:
+        proc.blocked_on = "compute"
+        self.pipeline.compute(proc, self.instructions, self._issued, proc)
+
+    def _issued(self, proc: Process) -> None:
+        if proc.done:
+            return
+        self.dma.arm(proc)
 
 
 class SpinCommand(Command):

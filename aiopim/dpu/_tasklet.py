@@ -9,14 +9,14 @@ import numpy.typing as npt
 
 from .. import timing
 from .._machine._program import MRAM_BIT
-from .._runtime._kernel import WaitQueue
+from .._runtime._kernel import Command, Process, WaitQueue
 from ._alloc import AllocMixin
 from ._fifo import FifoOps
 from ._mailbox import MailboxOps
 from ._mram import MramMixin
 from ._perfcounter import PerfcounterMixin
 from ._program import Var
-from ._runner import ComputeCommand, DmaCommand, DpuFault, TaskletRunner
+from ._runner import ComputeCommand, ComputeDmaCommand, DmaCommand, DpuFault, TaskletRunner
 from ._stdio import StdioMixin, reset_stdio
 
 if TYPE_CHECKING:
@@ -60,6 +60,34 @@ def start_tasklets(dpu: Dpu, program: TaskletProgram, main: MainFn) -> None:
     reset_stdio(dpu, program.log_buffer())
     for tid in range(program.nr_tasklets):
         runner.spawn(tid, Tasklet(runner, program, tid)._run(main))
+
+
+class _BarrierCommand(Command):
+    """``barrier_wait``: issue its instructions, then arrive (one tasklet step, not two)."""
+
+    __slots__ = ("barrier", "instructions", "tasklet")
+
+    def __init__(self, tasklet: Tasklet, instructions: int, barrier: BarrierDecl) -> None:
+        self.tasklet = tasklet
+        self.instructions = instructions
+        self.barrier = barrier
+
+    def arm(self, proc: Process) -> None:
+        proc.blocked_on = "compute"
+        self.tasklet.runner.pipeline.compute(proc, self.instructions, self._arrive, proc)
+
+    def _arrive(self, proc: Process) -> None:
+        # runs in the event where the tasklet would have resumed after its instructions
+        if proc.done:
+            return
+        b = self.tasklet._barrier(self.barrier)
+        if b.count == 1:
+            b.count = b.initial
+            b.queue.wake_all()
+            proc.resume(None)
+            return
+        b.count -= 1
+        b.queue.arm(proc)
 
 
 def _no_copy() -> None:
@@ -199,24 +227,33 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
     async def mram_read(self, mram: int, wram: int, size: int) -> None:
         """``mram_read(from, to, size)``: MRAM → WRAM by DMA (blocks this tasklet)."""
         off = self._dma_checks(self._mram_addr(mram), wram, size)
-        await self.flush()
         dpu = self.dpu
 
         def apply() -> None:
             dpu.wram[wram : wram + size] = dpu.mram.read(off, size)
 
-        await DmaCommand(self.runner.dma, size, False, apply)
+        await self._flush_then_dma(DmaCommand(self.runner.dma, size, False, apply))
 
     async def mram_write(self, wram: int, mram: int, size: int) -> None:
         """``mram_write(from, to, size)``: WRAM → MRAM by DMA (blocks this tasklet)."""
         off = self._dma_checks(self._mram_addr(mram), wram, size)
-        await self.flush()
         dpu = self.dpu
 
         def apply() -> None:
             dpu.mram.write(off, dpu.wram[wram : wram + size].copy())
 
-        await DmaCommand(self.runner.dma, size, True, apply)
+        await self._flush_then_dma(DmaCommand(self.runner.dma, size, True, apply))
+
+    async def _flush_then_dma(self, dma: DmaCommand) -> None:
+        """``await self.flush(); await dma`` (one tasklet step when only instructions are
+        pending)."""
+        n = self._pending
+        if n and not self._deferred_dma:
+            self._pending = 0
+            await ComputeDmaCommand(self.runner.pipeline, n, dma)
+            return
+        await self.flush()
+        await dma
 
     def _mram_addr(self, where: Var | int) -> int:
         if type(where) is int:
@@ -238,18 +275,28 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
     async def barrier_wait(self, barrier: BarrierDecl) -> None:
         """``barrier_wait``: the last arrival resumes every waiter and resets the count."""
         self._pending += timing.BARRIER_WAIT_INSTRUCTIONS
+        if not self._deferred_dma:
+            # one tasklet step: the arrival is counted when the instructions have issued
+            n = self._pending
+            self._pending = 0
+            await _BarrierCommand(self, n, barrier)
+            return
         await self.flush()
-        state: dict[str, _Barrier] = self.dpu.persistent.setdefault("barriers", {})
-        b = state.get(barrier.name)
-        if b is None:
-            count = barrier.count if barrier.count is not None else self.nr_tasklets
-            b = state[barrier.name] = _Barrier(count, f"barrier {barrier.name!r}")
+        b = self._barrier(barrier)
         if b.count == 1:
             b.count = b.initial
             b.queue.wake_all()
             return
         b.count -= 1
         await b.queue
+
+    def _barrier(self, barrier: BarrierDecl) -> _Barrier:
+        state: dict[str, _Barrier] = self.dpu.persistent.setdefault("barriers", {})
+        b = state.get(barrier.name)
+        if b is None:
+            count = barrier.count if barrier.count is not None else self.nr_tasklets
+            b = state[barrier.name] = _Barrier(count, f"barrier {barrier.name!r}")
+        return b
 
     # -- faults and logs ---------------------------------------
     def fault(self, code: int, reason: str = "software fault") -> None:
