@@ -121,7 +121,16 @@ class Pipeline:
         With ``then``, ``then(arg)`` runs instead of the resume (same instant, same actor): a
         command that continues with more work without stepping the tasklet's coroutine.
         """
-        self._advance()
+        # _advance(), inline
+        now = self.kernel.now
+        active = self.n + self.spinning
+        if active:
+            share = (now - self.t) / ((active if active > _REVOLVER else _REVOLVER) * self.cycle_ps)
+            if self.n:
+                self.attained += share
+            if self.spinning:
+                self.spin_attained += share
+        self.t = now
         self.instructions += instructions
         self._seq += 1
         heappush(
@@ -184,7 +193,7 @@ class DmaEngine:
     pipeline to the others.
     """
 
-    __slots__ = ("_actor", "bytes", "chip", "free_at", "kernel", "requests")
+    __slots__ = ("_actor", "_costs", "bytes", "chip", "free_at", "kernel", "requests")
 
     def __init__(self, kernel: Kernel, chip: timing.ChipProfile, actor: int) -> None:
         self.kernel = kernel
@@ -193,14 +202,21 @@ class DmaEngine:
         self.free_at = 0
         self.requests = 0
         self.bytes = 0
+        #: (engine occupancy, latency) in picoseconds by (size, write)
+        self._costs: dict[tuple[int, bool], tuple[int, int]] = {}
 
     def submit(self, size: int, write: bool, done: Callable[[Any], None], arg: Any) -> int:
         """Queue a DMA of ``size`` bytes; ``done(arg)`` runs at completion. Returns its time."""
-        busy, latency = timing.dma_cycles(size, write=write)
+        cost = self._costs.get((size, write))
+        if cost is None:
+            busy, latency = timing.dma_cycles(size, write=write)
+            cost = (self.chip.cycles_to_ps(busy), self.chip.cycles_to_ps(latency))
+            self._costs[(size, write)] = cost
         k = self.kernel
-        start = max(k.now, self.free_at)
-        self.free_at = start + self.chip.cycles_to_ps(busy)
-        when = start + self.chip.cycles_to_ps(latency)
+        now = k.now
+        start = now if now > self.free_at else self.free_at
+        self.free_at = start + cost[0]
+        when = start + cost[1]
         self.requests += 1
         self.bytes += size
         k.call_at(when, done, arg, self._actor)
