@@ -8,6 +8,7 @@ Kernel processes (DPU tasklets) are coroutines stepped here directly, never by a
 
 from __future__ import annotations
 
+import gc
 import random
 from collections import deque
 from collections.abc import Callable, Coroutine, Generator
@@ -98,10 +99,18 @@ class Kernel:
         return heap[0][0] if heap else None
 
     def run(self, limit: int) -> None:
-        """Process events due at or before ``limit`` until a host task has been woken."""
+        """Process events due at or before ``limit`` until a host task has been woken.
+
+        The cyclic garbage collector is paused meanwhile: events create next to no cyclic
+        garbage, but with many DPUs every pending event's objects live long enough to reach
+        the oldest generation, and the full collections that follow cost 10-20 % of a run.
+        """
         heap = self._heap
         pending = self.host_pending
         n = 0
+        collecting = gc.isenabled()
+        if collecting:
+            gc.disable()
         try:
             while heap and not pending:
                 entry = heap[0]
@@ -116,6 +125,8 @@ class Kernel:
                 fn(entry[5])
         finally:
             self.events_processed += n
+            if collecting:
+                gc.enable()
 
     # -- processes ---------------------------------------
     def spawn(
