@@ -263,9 +263,12 @@ class WaitQueue(Command):
 
     def wake_all(self, value: Any = None) -> int:
         """Resume every waiting process in FIFO order; returns how many."""
-        n = 0
-        while self.wake_one(value):
-            n += 1
+        waiters = self.waiters
+        n = len(waiters)
+        while waiters:  # wake_one, inline
+            proc = waiters.popleft()
+            proc.blocked_on = None
+            proc.kernel.call_soon(proc.resume, value, proc.actor)
         return n
 
 

@@ -90,6 +90,24 @@ class _BarrierCommand(Command):
         b.queue.arm(proc)
 
 
+#: np.dtype of the NumPy scalar types (the usual ``dtype`` arguments of ``view``)
+_DTYPES: dict[Any, np.dtype[Any]] = {
+    t: np.dtype(t)
+    for t in (
+        np.uint8,
+        np.int8,
+        np.uint16,
+        np.int16,
+        np.uint32,
+        np.int32,
+        np.uint64,
+        np.int64,
+        np.float32,
+        np.float64,
+    )
+}
+
+
 def _no_copy() -> None:
     """Bytes already in place (a DMA whose effect a synchronous runtime call applied)."""
 
@@ -158,7 +176,12 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         """A NumPy view of WRAM: a ``__host``/WRAM variable, or ``count`` items at an address."""
         if isinstance(where, Var):
             key = (where.name, dtype, count)
-            known = self._views.get(key)
+            cacheable = True
+            try:
+                known = self._views.get(key)
+            except TypeError:  # an unhashable dtype spec (a list of fields): not cached
+                known = None
+                cacheable = False
             if known is not None:
                 return self.wram[known[0] : known[1]].view(known[2])
             if where.section.startswith(".mram"):
@@ -171,10 +194,13 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
                 raise DpuFault(
                     f"memory fault: WRAM access [{addr:#x}, {end:#x}) out of range or unaligned"
                 )
-            self._views[key] = (addr, end, dt)
+            if cacheable:
+                self._views[key] = (addr, end, dt)
             return self.wram[addr:end].view(dt)
         else:
-            addr, dt = int(where), np.dtype(dtype)
+            addr = int(where)
+            known_dt = _DTYPES.get(dtype) if type(dtype) is type else None
+            dt = known_dt if known_dt is not None else np.dtype(dtype)
             n = 1 if count is None else count
         end = addr + n * dt.itemsize
         if addr < 0 or end > len(self.wram) or addr % dt.itemsize:
