@@ -86,6 +86,11 @@ class Kernel:
         heappush(self._heap, entry)
         return entry
 
+    def is_last(self, entry: Entry) -> bool:
+        """True if ``entry`` is the last one scheduled (outside exploration mode): scheduling
+        the same call again at the same time would give an entry of the same rank."""
+        return entry[3] == self._seq and self._explore is None
+
     @staticmethod
     def cancel(entry: Entry) -> None:
         """Cancel a scheduled entry (no effect if it already ran)."""

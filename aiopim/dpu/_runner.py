@@ -142,11 +142,11 @@ class Pipeline:
 
     def _reschedule(self) -> None:
         timer = self._timer
-        if timer is not None:
-            timer[4] = None  # Kernel.cancel
-            self._timer = None
         heap = self._heap
         if not heap:
+            if timer is not None:
+                timer[4] = None  # Kernel.cancel
+                self._timer = None
             self.attained = 0.0
             return
         remaining = heap[0][0] - self.attained
@@ -154,6 +154,10 @@ class Pipeline:
         dt = remaining * (active if active > _REVOLVER else _REVOLVER) * self.cycle_ps
         k = self.kernel
         when = k.now + (math.ceil(dt - 1e-6) if dt > 1e-6 else 0)
+        if timer is not None:
+            if timer[0] == when and k.is_last(timer):
+                return  # a new timer would be this one: same time, actor and rank
+            timer[4] = None
         self._timer = k.call_at(when, self._on_timer, None, self._actor)
 
     def _on_timer(self, _: Any) -> None:
