@@ -258,7 +258,14 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         def apply() -> None:
             dpu.wram[wram : wram + size] = dpu.mram.read(off, size)
 
-        await self._flush_then_dma(DmaCommand(self.runner.dma, size, False, apply))
+        dma = DmaCommand(self.runner.dma, size, False, apply)
+        n = self._pending
+        if n and not self._deferred_dma:  # one tasklet step: see ComputeDmaCommand
+            self._pending = 0
+            await ComputeDmaCommand(self.runner.pipeline, n, dma)
+        else:
+            await self.flush()
+            await dma
 
     async def mram_write(self, wram: int, mram: int, size: int) -> None:
         """``mram_write(from, to, size)``: WRAM → MRAM by DMA (blocks this tasklet)."""
@@ -268,18 +275,14 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         def apply() -> None:
             dpu.mram.write(off, dpu.wram[wram : wram + size].copy())
 
-        await self._flush_then_dma(DmaCommand(self.runner.dma, size, True, apply))
-
-    async def _flush_then_dma(self, dma: DmaCommand) -> None:
-        """``await self.flush(); await dma`` (one tasklet step when only instructions are
-        pending)."""
+        dma = DmaCommand(self.runner.dma, size, True, apply)
         n = self._pending
-        if n and not self._deferred_dma:
+        if n and not self._deferred_dma:  # one tasklet step: see ComputeDmaCommand
             self._pending = 0
             await ComputeDmaCommand(self.runner.pipeline, n, dma)
-            return
-        await self.flush()
-        await dma
+        else:
+            await self.flush()
+            await dma
 
     def _mram_addr(self, where: Var | int) -> int:
         if type(where) is int:
