@@ -7,9 +7,9 @@ FIFOs; the slot of a pointer is ``ptr & (2**ptr_size - 1)``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-import numpy as np
+from collections.abc import Callable
+from struct import Struct
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._dpu import Dpu
@@ -29,20 +29,25 @@ NB_RESERVED = 32
 
 MASK64 = 0xFFFF_FFFF_FFFF_FFFF
 
+# struct reads and writes NumPy's buffer directly (typed loosely: the stubs want ``Buffer``)
+_unpack_u32: Callable[[Any, int], tuple[int]] = Struct("<I").unpack_from
+_unpack_u64: Callable[[Any, int], tuple[int]] = Struct("<Q").unpack_from
+_pack_u64: Callable[[Any, int, int], None] = Struct("<Q").pack_into
+
 
 def read_u32(wram: Bytes, addr: int) -> int:
     """The 32-bit word at ``addr``."""
-    return int(wram[addr : addr + 4].view(np.uint32)[0])
+    return int(_unpack_u32(wram, addr)[0])
 
 
 def read_u64(wram: Bytes, addr: int) -> int:
     """The 64-bit word at ``addr``."""
-    return int(wram[addr : addr + 8].view(np.uint64)[0])
+    return int(_unpack_u64(wram, addr)[0])
 
 
 def write_u64(dpu: Dpu, addr: int, value: int) -> None:
     """Store a pointer and wake the tasklets polling it."""
-    dpu.wram[addr : addr + 8].view(np.uint64)[0] = value & MASK64
+    _pack_u64(dpu.wram, addr, value & MASK64)
     dpu.wram_written(addr, 8)
 
 

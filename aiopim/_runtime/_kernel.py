@@ -8,6 +8,7 @@ Kernel processes (DPU tasklets) are coroutines stepped here directly, never by a
 
 from __future__ import annotations
 
+import gc
 import random
 from collections import deque
 from collections.abc import Callable, Coroutine, Generator
@@ -80,7 +81,17 @@ class Kernel:
         self, fn: Callback, arg: Any = None, actor: int = 0, priority: int = PRIO_NORMAL
     ) -> Entry:
         """Run ``fn(arg)`` at the current virtual time, after what is already due."""
-        return self.call_at(self.now, fn, arg, actor, priority)
+        self._seq += 1
+        if self._explore is not None:
+            actor = self._explore.getrandbits(62)
+        entry: Entry = [self.now, priority, actor, self._seq, fn, arg]
+        heappush(self._heap, entry)
+        return entry
+
+    def is_last(self, entry: Entry) -> bool:
+        """True if ``entry`` is the last one scheduled (outside exploration mode): scheduling
+        the same call again at the same time would give an entry of the same rank."""
+        return entry[3] == self._seq and self._explore is None
 
     @staticmethod
     def cancel(entry: Entry) -> None:
@@ -95,11 +106,19 @@ class Kernel:
         return heap[0][0] if heap else None
 
     def run(self, limit: int) -> None:
-        """Process events due at or before ``limit`` until a host task has been woken."""
+        """Process events due at or before ``limit`` until a host task has been woken.
+
+        The cyclic garbage collector is paused meanwhile: events create next to no cyclic
+        garbage, but with many DPUs every pending event's objects live long enough to reach
+        the oldest generation, and the full collections that follow cost 10-20 % of a run.
+        """
         heap = self._heap
         pending = self.host_pending
         self.limit = limit
         n = 0
+        collecting = gc.isenabled()
+        if collecting:
+            gc.disable()
         try:
             while heap and not pending:
                 entry = heap[0]
@@ -114,6 +133,8 @@ class Kernel:
                 fn(entry[5])
         finally:
             self.events_processed += n
+            if collecting:
+                gc.enable()
 
     # -- processes ---------------------------------------
     def spawn(
@@ -250,9 +271,12 @@ class WaitQueue(Command):
 
     def wake_all(self, value: Any = None) -> int:
         """Resume every waiting process in FIFO order; returns how many."""
-        n = 0
-        while self.wake_one(value):
-            n += 1
+        waiters = self.waiters
+        n = len(waiters)
+        while waiters:  # wake_one, inline
+            proc = waiters.popleft()
+            proc.blocked_on = None
+            proc.kernel.call_soon(proc.resume, value, proc.actor)
         return n
 
 

@@ -27,6 +27,10 @@ class TaskletBase:
         _pending: int
         #: DMA writes (sizes) issued by synchronous runtime calls, charged at the next flush
         _deferred_dma: list[int]
+        #: watched ranges and label of the loop helpers' polls, by (input, output, active)
+        _polls: dict[tuple[str, str, str], tuple[list[tuple[int, int]], str]]
+
+        def _address(self, where: Var | str) -> int: ...
 
         @property
         def nr_tasklets(self) -> int: ...

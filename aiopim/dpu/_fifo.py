@@ -100,9 +100,6 @@ class FifoOps(TaskletBase):
         async def mutex_lock(self, m: MutexDecl) -> None: ...
         def mutex_unlock(self, m: MutexDecl) -> None: ...
 
-    def _address(self, where: Var | str) -> int:
-        return self.program.address_of(where)
-
     # -- raw struct access -----------------------------------------------------------------------
     def _slot(self, fifo: FifoDecl, ptr: int) -> np.ndarray:
         base = read_u32(self.wram, self._address(fifo.struct) + DATA_PTR)
@@ -197,7 +194,15 @@ class FifoOps(TaskletBase):
         the host (or a FIFO operation) writes; writes by plain tasklet stores are not watched, so
         use the synchronisation primitives for tasklet-to-tasklet signals.
         """
-        ranges = self._ranges(watched)
+        await self._poll(condition, self._ranges(watched), instructions, label)
+
+    async def _poll(
+        self,
+        condition: Callable[[], bool],
+        ranges: list[tuple[int, int]],
+        instructions: int,
+        label: str,
+    ) -> None:
         while True:
             self._pending += instructions
             if condition():
@@ -215,8 +220,13 @@ class FifoOps(TaskletBase):
         a = self._address(active)
         return 2 if not self.wram[a : a + active.size].any() else 1
 
-    async def _next_input(self, fin: FifoDecl, fout: FifoDecl, active: Var) -> bool:
-        """Poll until an input can be processed (True) or the loop must return (False)."""
+    def _input_state(self, fin: FifoDecl, fout: FifoDecl, active: Var) -> int:
+        """The loop helpers' first test of an iteration (charged like a poll check)."""
+        self._pending += timing.FIFO_POLL_LOOP_INSTRUCTIONS
+        return self._loop_state(fin, fout, active)
+
+    async def _wait_input(self, fin: FifoDecl, fout: FifoDecl, active: Var) -> int:
+        """After a first test that said "wait": poll on until the state is 0 or 2."""
         state = 1
 
         def settled() -> bool:
@@ -224,9 +234,19 @@ class FifoOps(TaskletBase):
             state = self._loop_state(fin, fout, active)
             return state != 1
 
-        label = f"input FIFO {fin.name!r} / output FIFO {fout.name!r} (empty or full)"
-        await self.poll_until(settled, fin, fout, active, label=label)
-        return state == 0
+        key = (fin.name, fout.name, active.name)
+        known = self._polls.get(key)
+        if known is None:
+            label = f"input FIFO {fin.name!r} / output FIFO {fout.name!r} (empty or full)"
+            known = self._polls[key] = (self._ranges((fin, fout, active)), label)
+        # the rest of poll_until's first round, then poll_until itself
+        await self.flush()
+        if settled():
+            return state
+        self._pending = 0
+        await SpinCommand(self.runner, known[0], known[1])
+        await self._poll(settled, known[0], timing.FIFO_POLL_LOOP_INSTRUCTIONS, known[1])
+        return state
 
     # -- the loop helpers --------------------------------------------------------------------------
     async def process_inputs_all_tasklets(
@@ -244,7 +264,12 @@ class FifoOps(TaskletBase):
         tasklet. ``process(t, input)`` and ``reduce(t, input, output)`` are coroutines (the C
         ``ctx`` argument is a closure here).
         """
-        while await self._next_input(fin, fout, active):
+        while True:
+            state = self._input_state(fin, fout, active)
+            if state == 1:
+                state = await self._wait_input(fin, fout, active)
+            if state != 0:
+                return
             await self.barrier_wait(barrier)
             head = self.input_fifo_peek(fin)
             await process(self, head)
@@ -268,7 +293,12 @@ class FifoOps(TaskletBase):
 
         ``process(t, input, output)`` fills ``output`` from ``input`` (both scratch views).
         """
-        while await self._next_input(fin, fout, active):
+        while True:
+            state = self._input_state(fin, fout, active)
+            if state == 1:
+                state = await self._wait_input(fin, fout, active)
+            if state != 0:
+                return
             await self.mutex_lock(mutex)
             self._pending += timing.FIFO_POLL_LOOP_INSTRUCTIONS
             if self._loop_state(fin, fout, active) != 0:

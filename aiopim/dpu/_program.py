@@ -275,8 +275,10 @@ class Program(MailboxConfig, DpuProgram):
 
     def address_of(self, var: Var | str) -> int:
         """DPU address of a variable (WRAM byte address or 0x08000000 | MRAM offset)."""
-        name = var if isinstance(var, str) else var.name
-        return self._lay_out()[name]
+        layout = self._layout
+        if layout is None:
+            layout = self._lay_out()
+        return layout[var if type(var) is str else var.name]  # type: ignore[union-attr]
 
     def symbols(self) -> Mapping[str, Symbol]:
         if self._symbols is None:

@@ -28,6 +28,9 @@ class DpuFault(Exception):
         super().__init__(reason if code is None else f"fault {code}: {reason}")
 
 
+_REVOLVER = timing.REVOLVER_CYCLES
+
+
 class Pipeline:
     """The revolver pipeline as processor sharing.
 
@@ -61,7 +64,8 @@ class Pipeline:
         self.n = 0
         self.attained = 0.0
         self.t = 0
-        self._heap: list[tuple[float, int, Process]] = []
+        #: (target, seq, process, what runs when the target is reached, its argument)
+        self._heap: list[tuple[float, int, Process, Callable[[Any], None], Any]] = []
         self._seq = 0
         self._timer: Entry | None = None
         self.instructions = 0
@@ -84,7 +88,7 @@ class Pipeline:
         now = self.kernel.now
         active = self.n + self.spinning
         if active:
-            share = (now - self.t) / (max(timing.REVOLVER_CYCLES, active) * self.cycle_ps)
+            share = (now - self.t) / ((active if active > _REVOLVER else _REVOLVER) * self.cycle_ps)
             if self.n:
                 self.attained += share
             if self.spinning:
@@ -105,36 +109,67 @@ class Pipeline:
         self.instructions += int(self.spin_attained - mark)
         self._reschedule()
 
-    def compute(self, proc: Process, instructions: int) -> None:
-        """Run ``instructions`` for ``proc``; it resumes when they have issued."""
-        self._advance()
+    def compute(
+        self,
+        proc: Process,
+        instructions: int,
+        then: Callable[[Any], None] | None = None,
+        arg: Any = None,
+    ) -> None:
+        """Run ``instructions`` for ``proc``; it resumes when they have issued.
+
+        With ``then``, ``then(arg)`` runs instead of the resume (same instant, same actor): a
+        command that continues with more work without stepping the tasklet's coroutine.
+        """
+        # _advance(), inline
+        now = self.kernel.now
+        active = self.n + self.spinning
+        if active:
+            share = (now - self.t) / ((active if active > _REVOLVER else _REVOLVER) * self.cycle_ps)
+            if self.n:
+                self.attained += share
+            if self.spinning:
+                self.spin_attained += share
+        self.t = now
         self.instructions += instructions
         self._seq += 1
-        heappush(self._heap, (self.attained + instructions, self._seq, proc))
+        heappush(
+            self._heap,
+            (self.attained + instructions, self._seq, proc, then or proc.resume, arg),
+        )
         self.n += 1
         self._reschedule()
 
     def _reschedule(self) -> None:
-        if self._timer is not None:
-            Kernel.cancel(self._timer)
-            self._timer = None
-        if not self._heap:
+        timer = self._timer
+        heap = self._heap
+        if not heap:
+            if timer is not None:
+                timer[4] = None  # Kernel.cancel
+                self._timer = None
             self.attained = 0.0
             return
-        remaining = self._heap[0][0] - self.attained
-        dt = remaining * max(timing.REVOLVER_CYCLES, self.n + self.spinning) * self.cycle_ps
-        when = self.kernel.now + max(0, math.ceil(dt - 1e-6))
-        self._timer = self.kernel.call_at(when, self._on_timer, None, self._actor)
+        remaining = heap[0][0] - self.attained
+        active = self.n + self.spinning
+        dt = remaining * (active if active > _REVOLVER else _REVOLVER) * self.cycle_ps
+        k = self.kernel
+        when = k.now + (math.ceil(dt - 1e-6) if dt > 1e-6 else 0)
+        if timer is not None:
+            if timer[0] == when and k.is_last(timer):
+                return  # a new timer would be this one: same time, actor and rank
+            timer[4] = None
+        self._timer = k.call_at(when, self._on_timer, None, self._actor)
 
     def _on_timer(self, _: Any) -> None:
         self._timer = None
         self._advance()
         heap = self._heap
         k = self.kernel
-        while heap and heap[0][0] <= self.attained + 1e-6:
-            _, _, proc = heappop(heap)
+        limit = self.attained + 1e-6
+        while heap and heap[0][0] <= limit:
+            _, _, proc, then, arg = heappop(heap)
             self.n -= 1
-            k.call_soon(proc.resume, None, proc.actor)
+            k.call_soon(then, arg, proc.actor)
         self._reschedule()
 
 
@@ -162,7 +197,7 @@ class DmaEngine:
     pipeline to the others.
     """
 
-    __slots__ = ("_actor", "bytes", "chip", "free_at", "kernel", "requests")
+    __slots__ = ("_actor", "_costs", "bytes", "chip", "free_at", "kernel", "requests")
 
     def __init__(self, kernel: Kernel, chip: timing.ChipProfile, actor: int) -> None:
         self.kernel = kernel
@@ -171,14 +206,21 @@ class DmaEngine:
         self.free_at = 0
         self.requests = 0
         self.bytes = 0
+        #: (engine occupancy, latency) in picoseconds by (size, write)
+        self._costs: dict[tuple[int, bool], tuple[int, int]] = {}
 
     def submit(self, size: int, write: bool, done: Callable[[Any], None], arg: Any) -> int:
         """Queue a DMA of ``size`` bytes; ``done(arg)`` runs at completion. Returns its time."""
-        busy, latency = timing.dma_cycles(size, write=write)
+        cost = self._costs.get((size, write))
+        if cost is None:
+            busy, latency = timing.dma_cycles(size, write=write)
+            cost = (self.chip.cycles_to_ps(busy), self.chip.cycles_to_ps(latency))
+            self._costs[(size, write)] = cost
         k = self.kernel
-        start = max(k.now, self.free_at)
-        self.free_at = start + self.chip.cycles_to_ps(busy)
-        when = start + self.chip.cycles_to_ps(latency)
+        now = k.now
+        start = now if now > self.free_at else self.free_at
+        self.free_at = start + cost[0]
+        when = start + cost[1]
         self.requests += 1
         self.bytes += size
         k.call_at(when, done, arg, self._actor)
@@ -211,6 +253,30 @@ class DmaCommand(Command):
             proc.throw(exc)
             return
         proc.resume(None)
+
+
+class ComputeDmaCommand(Command):
+    """``ComputeCommand`` then ``DmaCommand``, with one step of the tasklet instead of two.
+
+    The DMA is submitted at the instant (and in the event) the tasklet would have resumed
+    after its instructions issued, exactly as the two commands awaited in turn would do it.
+    """
+
+    __slots__ = ("dma", "instructions", "pipeline")
+
+    def __init__(self, pipeline: Pipeline, instructions: int, dma: DmaCommand) -> None:
+        self.pipeline = pipeline
+        self.instructions = instructions
+        self.dma = dma
+
+    def arm(self, proc: Process) -> None:
+        proc.blocked_on = "compute"
+        self.pipeline.compute(proc, self.instructions, self._issued, proc)
+
+    def _issued(self, proc: Process) -> None:
+        if proc.done:
+            return
+        self.dma.arm(proc)
 
 
 class SpinCommand(Command):

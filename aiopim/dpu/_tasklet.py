@@ -9,19 +9,20 @@ import numpy.typing as npt
 
 from .. import timing
 from .._machine._program import MRAM_BIT
-from .._runtime._kernel import WaitQueue
+from .._runtime._kernel import Command, Process, WaitQueue
 from ._alloc import AllocMixin
 from ._fifo import FifoOps
 from ._mailbox import MailboxOps
 from ._mram import MramMixin
 from ._perfcounter import PerfcounterMixin
-from ._runner import ComputeCommand, DmaCommand, DpuFault, TaskletRunner
+from ._program import Var
+from ._runner import ComputeCommand, ComputeDmaCommand, DmaCommand, DpuFault, TaskletRunner
 from ._stdio import StdioMixin, reset_stdio
 
 if TYPE_CHECKING:
     from .._machine._dpu import Dpu
     from .._machine._dpulog import LogBuffer
-    from ._program import BarrierDecl, MainFn, Var
+    from ._program import BarrierDecl, MainFn
 
 #: software fault codes of dpufault.h (sdk-reference.md §5.8)
 FAULT_HEAP_FULL = 1
@@ -61,6 +62,52 @@ def start_tasklets(dpu: Dpu, program: TaskletProgram, main: MainFn) -> None:
         runner.spawn(tid, Tasklet(runner, program, tid)._run(main))
 
 
+class _BarrierCommand(Command):
+    """``barrier_wait``: issue its instructions, then arrive (one tasklet step, not two)."""
+
+    __slots__ = ("barrier", "instructions", "tasklet")
+
+    def __init__(self, tasklet: Tasklet, instructions: int, barrier: BarrierDecl) -> None:
+        self.tasklet = tasklet
+        self.instructions = instructions
+        self.barrier = barrier
+
+    def arm(self, proc: Process) -> None:
+        proc.blocked_on = "compute"
+        self.tasklet.runner.pipeline.compute(proc, self.instructions, self._arrive, proc)
+
+    def _arrive(self, proc: Process) -> None:
+        # runs in the event where the tasklet would have resumed after its instructions
+        if proc.done:
+            return
+        b = self.tasklet._barrier(self.barrier)
+        if b.count == 1:
+            b.count = b.initial
+            b.queue.wake_all()
+            proc.resume(None)
+            return
+        b.count -= 1
+        b.queue.arm(proc)
+
+
+#: np.dtype of the NumPy scalar types (the usual ``dtype`` arguments of ``view``)
+_DTYPES: dict[Any, np.dtype[Any]] = {
+    t: np.dtype(t)
+    for t in (
+        np.uint8,
+        np.int8,
+        np.uint16,
+        np.int16,
+        np.uint32,
+        np.int32,
+        np.uint64,
+        np.int64,
+        np.float32,
+        np.float64,
+    )
+}
+
+
 def _no_copy() -> None:
     """Bytes already in place (a DMA whose effect a synchronous runtime call applied)."""
 
@@ -77,6 +124,11 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         self._pending = 0
         self._deferred_dma: list[int] = []
         self.wram = dpu.wram
+        #: DPU addresses of the program's symbols by name (the layout is fixed while it runs)
+        self._addrs: dict[str, int] = {}
+        #: WRAM views of variables by (name, dtype, count): (start, end, dtype)
+        self._views: dict[tuple[str, Any, int | None], tuple[int, int, np.dtype[Any]]] = {}
+        self._polls: dict[tuple[str, str, str], tuple[list[tuple[int, int]], str]] = {}
 
     async def _run(self, main: MainFn) -> None:
         try:
@@ -84,6 +136,14 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         except ZeroDivisionError as exc:  # the runtime's division routines trap: fault 2
             raise DpuFault(f"division by zero: {exc}", FAULT_DIVISION_BY_ZERO) from exc
         await self.flush()
+
+    def _address(self, where: Var | str) -> int:
+        """``program.address_of(where)``, cached by name."""
+        name = where if type(where) is str else where.name  # type: ignore[union-attr]
+        addr = self._addrs.get(name)
+        if addr is None:
+            addr = self._addrs[name] = self.program.address_of(where)
+        return addr
 
     # -- identity ---------------------------------------
     def me(self) -> int:
@@ -114,16 +174,33 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         self, where: Var | int, dtype: npt.DTypeLike = np.uint8, count: int | None = None
     ) -> np.ndarray:
         """A NumPy view of WRAM: a ``__host``/WRAM variable, or ``count`` items at an address."""
-        from ._program import Var
-
         if isinstance(where, Var):
+            key = (where.name, dtype, count)
+            cacheable = True
+            try:
+                known = self._views.get(key)
+            except TypeError:  # an unhashable dtype spec (a list of fields): not cached
+                known = None
+                cacheable = False
+            if known is not None:
+                return self.wram[known[0] : known[1]].view(known[2])
             if where.section.startswith(".mram"):
                 raise TypeError(f"{where.name!r} is in MRAM; use mram_read to bring it to WRAM")
-            addr = self.program.address_of(where)
+            addr = self._address(where)
             dt = where.dtype if dtype is np.uint8 and where.dtype != np.uint8 else np.dtype(dtype)
             n = count if count is not None else where.size // dt.itemsize
+            end = addr + n * dt.itemsize
+            if addr < 0 or end > len(self.wram) or addr % dt.itemsize:
+                raise DpuFault(
+                    f"memory fault: WRAM access [{addr:#x}, {end:#x}) out of range or unaligned"
+                )
+            if cacheable:
+                self._views[key] = (addr, end, dt)
+            return self.wram[addr:end].view(dt)
         else:
-            addr, dt = int(where), np.dtype(dtype)
+            addr = int(where)
+            known_dt = _DTYPES.get(dtype) if type(dtype) is type else None
+            dt = known_dt if known_dt is not None else np.dtype(dtype)
             n = 1 if count is None else count
         end = addr + n * dt.itemsize
         if addr < 0 or end > len(self.wram) or addr % dt.itemsize:
@@ -176,35 +253,47 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
     async def mram_read(self, mram: int, wram: int, size: int) -> None:
         """``mram_read(from, to, size)``: MRAM → WRAM by DMA (blocks this tasklet)."""
         off = self._dma_checks(self._mram_addr(mram), wram, size)
-        await self.flush()
         dpu = self.dpu
 
         def apply() -> None:
             dpu.wram[wram : wram + size] = dpu.mram.read(off, size)
 
-        await DmaCommand(self.runner.dma, size, False, apply)
+        dma = DmaCommand(self.runner.dma, size, False, apply)
+        n = self._pending
+        if n and not self._deferred_dma:  # one tasklet step: see ComputeDmaCommand
+            self._pending = 0
+            await ComputeDmaCommand(self.runner.pipeline, n, dma)
+        else:
+            await self.flush()
+            await dma
 
     async def mram_write(self, wram: int, mram: int, size: int) -> None:
         """``mram_write(from, to, size)``: WRAM → MRAM by DMA (blocks this tasklet)."""
         off = self._dma_checks(self._mram_addr(mram), wram, size)
-        await self.flush()
         dpu = self.dpu
 
         def apply() -> None:
             dpu.mram.write(off, dpu.wram[wram : wram + size].copy())
 
-        await DmaCommand(self.runner.dma, size, True, apply)
+        dma = DmaCommand(self.runner.dma, size, True, apply)
+        n = self._pending
+        if n and not self._deferred_dma:  # one tasklet step: see ComputeDmaCommand
+            self._pending = 0
+            await ComputeDmaCommand(self.runner.pipeline, n, dma)
+        else:
+            await self.flush()
+            await dma
 
     def _mram_addr(self, where: Var | int) -> int:
-        from ._program import Var
-
+        if type(where) is int:
+            return where
         if isinstance(where, Var):
-            return self.program.address_of(where)
+            return self._address(where)
         return int(where)
 
     def mram_address(self, var: Var, offset: int = 0) -> int:
         """MRAM address (0x08000000 | offset) of an ``__mram`` variable plus ``offset``."""
-        return self.program.address_of(var) + offset
+        return self._address(var) + offset
 
     @property
     def mram_heap_pointer(self) -> int:
@@ -215,18 +304,28 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
     async def barrier_wait(self, barrier: BarrierDecl) -> None:
         """``barrier_wait``: the last arrival resumes every waiter and resets the count."""
         self._pending += timing.BARRIER_WAIT_INSTRUCTIONS
+        if not self._deferred_dma:
+            # one tasklet step: the arrival is counted when the instructions have issued
+            n = self._pending
+            self._pending = 0
+            await _BarrierCommand(self, n, barrier)
+            return
         await self.flush()
-        state: dict[str, _Barrier] = self.dpu.persistent.setdefault("barriers", {})
-        b = state.get(barrier.name)
-        if b is None:
-            count = barrier.count if barrier.count is not None else self.nr_tasklets
-            b = state[barrier.name] = _Barrier(count, f"barrier {barrier.name!r}")
+        b = self._barrier(barrier)
         if b.count == 1:
             b.count = b.initial
             b.queue.wake_all()
             return
         b.count -= 1
         await b.queue
+
+    def _barrier(self, barrier: BarrierDecl) -> _Barrier:
+        state: dict[str, _Barrier] = self.dpu.persistent.setdefault("barriers", {})
+        b = state.get(barrier.name)
+        if b is None:
+            count = barrier.count if barrier.count is not None else self.nr_tasklets
+            b = state[barrier.name] = _Barrier(count, f"barrier {barrier.name!r}")
+        return b
 
     # -- faults and logs ---------------------------------------
     def fault(self, code: int, reason: str = "software fault") -> None:
