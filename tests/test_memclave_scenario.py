@@ -4,8 +4,10 @@ end in a replay or a ScenarioError naming the file, line and key."""
 
 from __future__ import annotations
 
+import gc
 import random
 import warnings
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +16,7 @@ from scenario_fuzz import mutate
 
 import aiopim
 from aiopim.memclave import _scenario as steps
+from aiopim.memclave._enclave import machine_of
 from aiopim.scenario import ScenarioError, load_scenario, parse_scenario, replay
 from aiopim.scenario import _limits as L
 from aiopim.scenario._spec import kernel_cost
@@ -149,6 +152,30 @@ def test_per_dpu_transfers_replay(backend: str) -> None:
     res = replay(parse_scenario(text), backend=backend)
     c = res.buffers["c"].view(np.uint64).reshape(64, 64)
     assert (c == 3 * np.arange(64, dtype=np.uint64)).all()
+
+
+def test_memclave_state_does_not_keep_its_emulator_alive() -> None:
+    # the state was a value of a dictionary weakly keyed by its emulator and referred to it:
+    # every emulator that ran Memclave stayed in memory (a fuzz sweep ran out of memory)
+    emu = aiopim.Emulator(aiopim.MachineConfig(nr_ranks=1, nr_dpus_per_rank=64))
+    assert machine_of(emu) is machine_of(emu)
+    ref = weakref.ref(emu)
+    del emu
+    gc.collect()
+    assert ref() is None
+
+
+def test_replays_do_not_accumulate_emulators() -> None:
+    def live() -> int:
+        gc.collect()
+        return sum(isinstance(o, aiopim.Emulator) for o in gc.get_objects())
+
+    sc = parse_scenario(TEXT)
+    replay(sc)
+    before = live()
+    for _ in range(3):
+        replay(sc)
+    assert live() <= before
 
 
 def _outcome(path: Path, data: bytes, mutation: str) -> str:
