@@ -165,14 +165,6 @@ def test_memclave_state_does_not_keep_its_emulator_alive() -> None:
     assert ref() is None
 
 
-def test_a_replay_does_not_keep_its_emulator_alive() -> None:
-    sc = parse_scenario(TEXT)
-    ref = weakref.ref(replay(sc).emulator)
-    replay(sc)  # the host loop of the last run may still hold its emulator: run another
-    gc.collect()
-    assert ref() is None
-
-
 def _outcome(path: Path, data: bytes, mutation: str) -> str:
     path.write_bytes(data)
     try:
