@@ -401,6 +401,22 @@ def test_file_free_reuses_ranges(tmp_path: Path) -> None:
         assert f.get_status() is StatusType.ValueError
 
 
+def test_empty_aligned_blocks_do_not_share_an_address(tmp_path: Path) -> None:
+    # aligned_alloc(8, 0) after a 1-byte block reserves [1, 8) and starts at 8: the next block
+    # (at 8) and it used to share a start, so one of them could no longer be freed
+    with umem.File(tmp_path / "f", "w+") as f:
+        a = f.alloc(1)
+        empty = f.aligned_alloc(8, 0)
+        b = f.alloc(1)
+        assert (int(a), int(empty)) == (0, 8) and int(b) not in (0, 8)
+        origin = f.aligned_origin(empty)
+        assert origin <= int(empty) < int(b) or int(b) < origin
+        f.aligned_free(empty)
+        f.free(b)
+        f.free(a)
+        assert f.is_ok(), f.get_message()
+
+
 # -- extending ------------------------------------------------------------------------------------
 class _Scratch(umem.Context):
     """A toy context: 64 bytes of scratch memory, a bump allocator."""

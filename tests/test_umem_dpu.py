@@ -267,6 +267,30 @@ def test_connect_and_sync_with_mram(backend: str) -> None:
     aiopim.run(main, backend=backend)
 
 
+def test_empty_aligned_mirrors_in_wram_get_their_own_addresses(backend: str) -> None:
+    # the long property's failing case: an empty WRAM block connected twice to WRAM with a
+    # 64-byte alignment used to give both mirrors the same address
+    async def main() -> None:
+        async with await aiopim.DpuSet.alloc(2) as dpus:
+            await dpus.load(spin_program())
+            wram = umem.Wram(dpus)
+            top = aiopim.current_emulator().config.chip_profile.wram_size
+            empty = await wram.calloc(1, 0)
+            assert int(empty) == top - 8 and empty.size == 0
+            first = await empty.connect(wram, 0, 64)
+            second = await empty.connect(wram, 0, 64)
+            assert not first.zero_copy and not second.zero_copy
+            assert int(first) % 64 == 0 and int(second) % 64 == 0
+            assert int(first) == top - 64 and int(second) == top - 128
+            second.free()
+            first.free()
+            empty.free()
+            assert wram.is_ok(), wram.get_message()
+            assert wram._lookup(int(first), 0) is None and wram._lookup(int(second), 0) is None
+
+    aiopim.run(main, backend=backend)
+
+
 def test_dpu_errors_become_status(backend: str) -> None:
     async def main() -> None:
         async with await aiopim.DpuSet.alloc(1) as dpus:

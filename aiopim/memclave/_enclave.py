@@ -171,7 +171,7 @@ class MemclaveMachine:
     """Memclave state of one emulator: per-DPU secrets (kept across allocations), options."""
 
     def __init__(self, emulator: Emulator) -> None:
-        self.emulator = emulator
+        # no reference to the emulator: it is the weak key of this state in ``_MACHINES``
         self.rng = random.Random(f"aiopim.memclave:{emulator.seed}")
         self.shared_static_key = False
         #: the banned-instruction scan's decoder (the DPU instruction set; None: no scan)

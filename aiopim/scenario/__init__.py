@@ -7,7 +7,7 @@ plug in with :func:`register_action` and :func:`register_kernel`.
 """
 
 from . import _actions, _fifo, _kernels  # noqa: F401  (register the built-ins)
-from ._limits import KernelCost
+from ._limits import ActionCost, KernelCost
 from ._record import Recording, record
 from ._replay import Progress, Replay, ReplayContext, check_expectations, replay
 from ._spec import (
@@ -33,6 +33,7 @@ from ._spec import (
 __all__ = [
     "ACTIONS",
     "KERNELS",
+    "ActionCost",
     "ActionKind",
     "DataCheck",
     "Expectations",

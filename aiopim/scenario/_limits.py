@@ -142,6 +142,26 @@ def default_cost(spec: ProgramSpec) -> KernelCost:
 KernelCostFn = Callable[["ProgramSpec"], KernelCost]
 
 
+@dataclass(frozen=True)
+class ActionCost:
+    """Upper bounds of one execution of a registered action, for the limits.
+
+    ``work``: emulated operations (:data:`MAX_WORK`); ``host_bytes``: host buffers the step
+    allocates (:data:`MAX_HOST_BYTES`); ``dpus``: DPUs the step allocates and ``writes``:
+    ``(region, end)`` when it writes bytes ``[0, end)`` of a named DPU memory region on each DPU
+    it reaches (both for :data:`MAX_DPU_BYTES`).
+    """
+
+    work: int = 1
+    host_bytes: int = 0
+    dpus: int = 0
+    writes: tuple[str, int] | None = None
+
+
+#: an action's cost from its validated parameters and the heaviest program's :class:`KernelCost`
+ActionCostFn = Callable[[dict[str, Any], KernelCost], ActionCost]
+
+
 # ================================================================================================
 # the work estimate
 # ================================================================================================
@@ -169,6 +189,18 @@ class _Bounds:
                     n = min(self.total, p["dpus"])
                 self.sets[p["set"]] = max(self.sets.get(p["set"], 0), n)
         self.retries = max(retries)
+        from ._spec import ACTIONS  # the registry (its module imports this one)
+
+        heaviest = KernelCost(self.launch, self.element)
+        #: what each step whose action declares a cost needs, by step identity
+        self.declared: dict[int, ActionCost] = {}
+        #: DPUs allocated by such steps, each repeat iteration counted
+        self.action_dpus = 0
+        for s, times in _counted(sc):
+            kind = ACTIONS.get(s.op)
+            if kind is not None and kind.cost is not None:
+                c = self.declared[id(s)] = kind.cost(s.params, heaviest)
+                self.action_dpus += c.dpus * times
 
     def dpus(self, step: Step) -> int:
         """Most DPUs the step can address."""
@@ -185,11 +217,25 @@ class _Bounds:
         return -(-self.dpus(step) // self.per_rank)
 
 
+def _counted(sc: Scenario) -> Iterator[tuple[Step, int]]:
+    """Every step with the number of times it runs (the product of its enclosing repeats)."""
+    stack = [(s, 1) for t in reversed(sc.tasks) for s in reversed(t.steps)]
+    while stack:
+        s, times = stack.pop()
+        yield s, times
+        if s.op == "repeat":
+            inner = times * int(s.params["times"])
+            stack.extend((x, inner) for x in reversed(s.body))
+
+
 def _step_work(step: Step, b: _Bounds) -> int:
     """Operations of one execution of ``step`` (a repeat: all its iterations)."""
     op, p = step.op, step.params
     if op == "repeat":
         return 1 + int(p["times"]) * (1 + sum(_step_work(s, b) for s in step.body))
+    declared = b.declared.get(id(step))
+    if declared is not None:
+        return declared.work
     if op == "alloc":
         return 1 + b.sets[p["set"]]
     if "set" not in p:  # host-only actions: work, sleep, signal, wait
@@ -237,7 +283,11 @@ def host_bytes(sc: Scenario, paths: dict[int, Path]) -> Iterator[tuple[Step, Pat
     """Host buffer bytes each transfer step allocates (for :data:`MAX_HOST_BYTES`)."""
     b = _Bounds(sc, _no_cost)
     for s in sc.iter_steps():
-        if s.op == "copy_from":
+        declared = b.declared.get(id(s))
+        if declared is not None:
+            if declared.host_bytes:
+                yield s, paths[id(s)], declared.host_bytes
+        elif s.op == "copy_from":
             yield s, paths[id(s)], int(s.params["bytes"]) * b.dpus(s)
         elif s.op in ("copy_to", "dpu_copy_from"):
             yield s, paths[id(s)], int(s.params["bytes"])
@@ -247,14 +297,19 @@ def dpu_bytes(sc: Scenario, paths: dict[int, Path]) -> tuple[Path, int] | None:
     """``(path of the largest contributor, bytes)``: an upper bound of the emulated DPU memory
     a replay fills, for :data:`MAX_DPU_BYTES` (pages never written cost nothing)."""
     b = _Bounds(sc, _no_cost)
-    dpus = min(b.total, sum(b.sets.values()))
+    dpus = min(b.total, sum(b.sets.values()) + b.action_dpus)
     extents: dict[str, tuple[int, Path]] = {}
     for s in sc.iter_steps():
-        if s.op == "copy_to":
-            end = int(s.params["offset"]) + int(s.params["bytes"])
-            sym = s.params["symbol"]
-            if end > extents.get(sym, (-1, ()))[0]:
-                extents[sym] = (end, paths[id(s)])
+        declared = b.declared.get(id(s))
+        written: tuple[str, int] | None = None
+        if declared is not None:
+            written = declared.writes
+        elif s.op == "copy_to":
+            written = s.params["symbol"], int(s.params["offset"]) + int(s.params["bytes"])
+        if written is not None:
+            region, end = written
+            if end > extents.get(region, (-1, ()))[0]:
+                extents[region] = (end, paths[id(s)])
     for name, spec in sc.programs.items():
         image = spec.params.get("image_bytes")
         if isinstance(image, int) and image > 0:

@@ -21,7 +21,7 @@ from .._errors import DpuError, DpuErrorCode
 from .._files import InputFileError, read_input_file
 from .._machine._config import MachineConfig
 from . import _limits as L
-from ._limits import KernelCost, KernelCostFn, show
+from ._limits import ActionCostFn, KernelCost, KernelCostFn, show
 from ._locate import Path, line_of, locate
 
 if TYPE_CHECKING:
@@ -166,6 +166,9 @@ class ActionKind:
     one_of: tuple[str, ...] = ()
     #: check run after the parameters were validated (raise ValueError(key, message))
     check: Callable[[dict[str, Any]], None] | None = None
+    #: upper bounds of one execution, for the replay's limits (default: one operation, plus
+    #: per DPU for the built-in actions that address a set)
+    cost: ActionCostFn | None = None
 
 
 @dataclass(frozen=True)

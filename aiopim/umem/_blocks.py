@@ -38,6 +38,8 @@ class BlockTable:
 
     def add(self, block: Block) -> None:
         """Record a new block (its address must be free)."""
+        if block.adr in self._blocks:
+            raise AssertionError(f"two live blocks would start at {block.adr:#x}")
         insort(self._starts, block.adr)
         self._blocks[block.adr] = block
 

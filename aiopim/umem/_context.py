@@ -295,9 +295,12 @@ class Context:
         if nbytes < 0:
             raise self._fail(StatusType.ValueError, f"{what}: size {nbytes} is negative")
         extra = max(0, alignment - self.fundamental_alignment)
-        span = max(nbytes + extra, 1)
+        # at least one byte past the aligned start: an empty block's address must lie inside
+        # its own span, or it could be the start of the next block
+        span = max(nbytes, 1) + extra
         origin = self._guard_sync(what, self._alloc, span)
         adr = align_up(origin, alignment)
+        assert origin <= adr < origin + span, (origin, adr, span)
         self._register(Block(adr, nbytes, origin, span, aligned))
         self._mine.add(adr)
         own: Ownership = "aligned" if aligned else "alloc"
