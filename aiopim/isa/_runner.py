@@ -13,7 +13,9 @@ the horizon; DPU ends and faults become kernel events at their exact times.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import math
+import os
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -556,13 +558,11 @@ class IsaScheduler:
         if any(r not in slots for r in active):
             self._build(active)
             slots = self._slots
-        for r in active:
-            self._check_pages(r)
         sel = np.fromiter((slots[r] for r in active), np.int64, len(active))
         reasons = np.zeros(len(active), np.int64)
         outcomes: list[_Outcome | None] = [None] * len(active)
         while True:
-            need = self._run_dpus(*self._lists, self._pages, self._pmaps, sel, until_ps, reasons)
+            need = self._call(sel, until_ps, reasons)
             if not need:
                 return outcomes
             again: list[int] = []
@@ -587,6 +587,29 @@ class IsaScheduler:
                 outcomes[j] = out
             return outcomes
 
+    def _call(
+        self, sel: npt.NDArray[np.int64], until_ps: int, reasons: npt.NDArray[np.int64]
+    ) -> int:
+        """One call of the batched loop, split over worker threads when compiled (numba
+        releases the GIL; each DPU runs on exactly one thread, so results do not depend on
+        the split)."""
+        args = (*self._lists, self._pages, self._pmaps)
+        workers = _workers() if self._jit else 1
+        n = len(sel)
+        if workers <= 1 or n < 2 * _MIN_DPUS_PER_THREAD:
+            return int(self._run_dpus(*args, sel, until_ps, reasons))
+        parts = min(workers, n // _MIN_DPUS_PER_THREAD)
+        bounds = [n * i // parts for i in range(parts + 1)]
+        pool = _pool(parts)
+        futures = [
+            pool.submit(
+                self._run_dpus, *args, sel[a:b], until_ps, reasons[a:b]
+            )
+            for a, b in zip(bounds[1:-1], bounds[2:], strict=True)
+        ]
+        need = int(self._run_dpus(*args, sel[: bounds[1]], until_ps, reasons[: bounds[1]]))
+        return need + sum(int(f.result()) for f in futures)
+
     def _advance_sub(
         self, active: list[IsaRunner], picked: npt.NDArray[np.int64], until_ps: int
     ) -> list[_Outcome | None]:
@@ -602,6 +625,12 @@ class IsaScheduler:
         now = k.now
         nxt = k.next_event_time()
         horizon = min(k.limit, INFINITY if nxt is None else nxt)
+        if self._batched():
+            # the host acts only between scheduler events: check the page maps once here
+            if any(r not in self._slots for r in active):
+                self._build(active)
+            for r in active:
+                self._check_pages(r)
         if horizon <= now:
             # something else still happens now: execute only what issues before now, and come
             # back before anything at now + 1 ps
@@ -632,6 +661,29 @@ class IsaScheduler:
         self.runners = [r for r in self.runners if r.active]
         if self.runners:
             self.entry = k.call_at(t, self._fire, None, _SCHEDULER_ACTOR, PRIO_LATE)
+
+
+#: fewer DPUs than this per thread are not worth a thread
+_MIN_DPUS_PER_THREAD = 16
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _workers() -> int:
+    """Threads the batched loop may use: ``AIOPIM_ISA_THREADS``, default the usable cores."""
+    env = os.environ.get("AIOPIM_ISA_THREADS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+def _pool(parts: int) -> concurrent.futures.ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None or _POOL._max_workers < parts - 1:
+        _POOL = concurrent.futures.ThreadPoolExecutor(max(1, parts - 1), "aiopim-isa")
+    return _POOL
 
 
 def _typed_list(items: list[Any]) -> Any:
