@@ -126,7 +126,7 @@ def test_batched_runs_agree_on_every_path(
 ) -> None:
     _runner.set_jit(False)
     reference = _run(backend)
-    res, out, runs, _, reqs = reference
+    res, _out, runs, _, reqs = reference
     assert res == [_expected(i) for i in range(DPUS)]
     assert reqs == [2 * ROUNDS * THREADS] * DPUS
     assert len(set(runs)) == 1  # the DPUs run the same instructions at the same times

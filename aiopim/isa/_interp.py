@@ -909,7 +909,9 @@ def first_cycle(ps: int, boot: int, num: int, den: int) -> int:
     return c
 
 
-def dma_request(th: npt.NDArray[np.int64], dv: npt.NDArray[np.int64], dma: npt.NDArray[np.int64]) -> None:
+def dma_request(
+    th: npt.NDArray[np.int64], dv: npt.NDArray[np.int64], dma: npt.NDArray[np.int64]
+) -> None:
     """Schedule the DMA request of thread ``dv[D_REQ]`` on the DPU's DMA engine: requests
     served in order, the engine busy ``beta * size`` cycles, completion ``alpha`` later."""
     t = dv[D_REQ]

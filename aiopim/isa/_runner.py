@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import itertools
 import math
 import os
 import weakref
@@ -602,10 +603,8 @@ class IsaScheduler:
         bounds = [n * i // parts for i in range(parts + 1)]
         pool = _pool(parts)
         futures = [
-            pool.submit(
-                self._run_dpus, *args, sel[a:b], until_ps, reasons[a:b]
-            )
-            for a, b in zip(bounds[1:-1], bounds[2:], strict=True)
+            pool.submit(self._run_dpus, *args, sel[a:b], until_ps, reasons[a:b])
+            for a, b in itertools.pairwise(bounds[1:])
         ]
         need = int(self._run_dpus(*args, sel[: bounds[1]], until_ps, reasons[: bounds[1]]))
         return need + sum(int(f.result()) for f in futures)
