@@ -1053,3 +1053,53 @@ def get_run_dpus(jit: bool) -> Callable[..., int]:
         batch.__qualname__ = "run_dpus"
         _JIT_RUN_DPUS = numba.njit(cache=True, nogil=True)(batch)
     return _JIT_RUN_DPUS
+
+
+# ---- the compiled batch: the DPUs' arrays passed by address (no typed lists to build) ---------
+#: columns of the address table of :func:`run_dpus_at`
+A_CODE: Final = 0  # code rows (address), then their count
+A_NCODE: Final = 1
+A_REGS: Final = 2
+A_TH: Final = 3
+A_DV: Final = 4
+A_ATOMIC: Final = 5
+A_WRAM: Final = 6  # WRAM (address), then its size
+A_NWRAM: Final = 7
+A_DMA: Final = 8
+A_PMAP: Final = 9
+A_NPMAP: Final = 10
+NA: Final = 11
+
+
+def address_row(
+    code: npt.NDArray[np.int64],
+    regs: npt.NDArray[np.int64],
+    th: npt.NDArray[np.int64],
+    dv: npt.NDArray[np.int64],
+    atomic: npt.NDArray[np.uint8],
+    wram: npt.NDArray[np.uint8],
+    dma: npt.NDArray[np.int64],
+    pmap: npt.NDArray[np.int64],
+) -> list[int]:
+    """One DPU's row of the address table (the caller keeps the arrays alive)."""
+    assert all(a.flags.c_contiguous for a in (code, regs, th, dv, atomic, wram, dma, pmap))
+    return [
+        code.ctypes.data,
+        code.shape[0],
+        regs.ctypes.data,
+        th.ctypes.data,
+        dv.ctypes.data,
+        atomic.ctypes.data,
+        wram.ctypes.data,
+        wram.shape[0],
+        dma.ctypes.data,
+        pmap.ctypes.data,
+        pmap.shape[0],
+    ]
+
+
+def get_run_dpus_at() -> Callable[..., int]:
+    """The compiled batch over an address table (``cache=True``; needs numba)."""
+    from ._jitptr import run_dpus_at
+
+    return run_dpus_at

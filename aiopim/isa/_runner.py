@@ -462,6 +462,8 @@ class IsaScheduler:
         self._slots: dict[IsaRunner, int] = {}
         self._lists: tuple[Any, ...] = ()
         self._pmaps: Any = None
+        self._table = np.zeros((0, I.NA), np.int64)
+        self._page_addr = np.zeros(0, np.int64)
         self._run_dpus = I.get_run_dpus(False)
         self._jit = False
         self._pages: Any = None
@@ -491,17 +493,38 @@ class IsaScheduler:
         if jit != self._jit or self._pages is None:
             self._jit = jit
             self._new_pages()
-        make = _typed_list if jit else list
         self._slots = {r: i for i, r in enumerate(runners)}
-        self._lists = tuple(
-            make([r.dpu.wram if name == "wram" else getattr(r, name) for r in runners])
-            for name in ("code", "regs", "th", "dv", "atomic", "wram", "dma")
-        )
-        self._pmaps = make([r.pmap for r in runners])
-        self._run_dpus = I.get_run_dpus(jit)
+        if jit:
+            # compiled: one row of array addresses per DPU (the runners keep the arrays alive)
+            self._lists = ()
+            self._table = np.array(
+                [
+                    I.address_row(r.code, r.regs, r.th, r.dv, r.atomic, r.dpu.wram, r.dma, r.pmap)
+                    for r in runners
+                ],
+                np.int64,
+            ).reshape(len(runners), I.NA)
+            self._run_dpus = I.get_run_dpus_at()
+        else:
+            self._lists = tuple(
+                [r.dpu.wram if name == "wram" else getattr(r, name) for r in runners]
+                for name in ("code", "regs", "th", "dv", "atomic", "wram", "dma")
+            )
+            self._pmaps = [r.pmap for r in runners]
+            self._run_dpus = I.get_run_dpus(False)
+
+    def _set_code(self, r: IsaRunner) -> None:
+        """``r``'s instruction rows may have changed (an ``ldmai``)."""
+        slot = self._slots[r]
+        if self._jit:
+            self._table[slot, I.A_CODE] = r.code.ctypes.data
+            self._table[slot, I.A_NCODE] = r.code.shape[0]
+        else:
+            self._lists[0][slot] = r.code
 
     def _new_pages(self) -> None:
-        self._pages = _typed_list([np.zeros(1, np.uint8)]) if self._jit else [np.zeros(1, np.uint8)]
+        self._pages = [np.zeros(1, np.uint8)]  # index 0 unused (pmap entries are 2 * index + w)
+        self._page_addr = np.zeros(64, np.int64)
         self._page_ids = {}
         self._gen += 1
 
@@ -536,6 +559,9 @@ class IsaScheduler:
                 if idx is None:
                     idx = self._page_ids[id(page)] = len(self._pages)
                     self._pages.append(page)
+                    if idx >= len(self._page_addr):
+                        self._page_addr = np.resize(self._page_addr, 2 * idx)
+                    self._page_addr[idx] = page.ctypes.data
                 r.pmap[p] = 2 * idx + (1 if page.flags.writeable else 0)
             r.pmap_pages[p] = page
 
@@ -572,7 +598,7 @@ class IsaScheduler:
                 reason = int(reasons[j])
                 if reason == I.R_DMA_DUE:
                     self._python_dma(r)
-                    self._lists[0][slots[r]] = r.code  # an ldmai may have changed it
+                    self._set_code(r)
                     again.append(j)
                 elif reason == I.R_END:
                     r.active = False
@@ -594,7 +620,10 @@ class IsaScheduler:
         """One call of the batched loop, split over worker threads when compiled (numba
         releases the GIL; each DPU runs on exactly one thread, so results do not depend on
         the split)."""
-        args = (*self._lists, self._pages, self._pmaps)
+        if self._jit:
+            args: tuple[Any, ...] = (self._table, self._page_addr)
+        else:
+            args = (*self._lists, self._pages, self._pmaps)
         workers = _workers() if self._jit else 1
         n = len(sel)
         if workers <= 1 or n < 2 * _MIN_DPUS_PER_THREAD:
@@ -683,15 +712,6 @@ def _pool(parts: int) -> concurrent.futures.ThreadPoolExecutor:
     if _POOL is None or _POOL._max_workers < parts - 1:
         _POOL = concurrent.futures.ThreadPoolExecutor(max(1, parts - 1), "aiopim-isa")
     return _POOL
-
-
-def _typed_list(items: list[Any]) -> Any:
-    from numba.typed import List
-
-    out = List()
-    for item in items:
-        out.append(item)
-    return out
 
 
 _SCHEDULERS: weakref.WeakKeyDictionary[Kernel, IsaScheduler] = weakref.WeakKeyDictionary()
