@@ -317,14 +317,15 @@ def _compile_info(jit: bool) -> dict[str, Any]:
 
 
 def _dispatcher_stats() -> dict[str, int]:
-    from aiopim.isa import _interp
-
-    fn: Any = _interp._JIT_RUN_DPUS
-    if fn is None:
+    """numba's disk-cache hits and misses of the compiled loop and batch in this process."""
+    if "aiopim.isa._jitptr" not in sys.modules:
         return {"cache_hits": 0, "cache_misses": 0}
+    from aiopim.isa import _interp, _jitptr
+
+    fns: list[Any] = [_interp.get_run(True), _jitptr.run_dpus_at]
     return {
-        "cache_hits": sum(fn.stats.cache_hits.values()),
-        "cache_misses": sum(fn.stats.cache_misses.values()),
+        "cache_hits": sum(sum(f.stats.cache_hits.values()) for f in fns),
+        "cache_misses": sum(sum(f.stats.cache_misses.values()) for f in fns),
     }
 
 

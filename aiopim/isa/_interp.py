@@ -1030,31 +1030,6 @@ def run_dpus(
     return need
 
 
-_JIT_RUN_DPUS: Callable[..., int] | None = None
-
-
-def get_run_dpus(jit: bool) -> Callable[..., int]:
-    """:func:`run_dpus`, numba-compiled (``cache=True``) or pure Python."""
-    global _JIT_RUN_DPUS
-    if not jit:
-        return run_dpus
-    if _JIT_RUN_DPUS is None:
-        import types
-
-        import numba
-        from numba.extending import register_jitable
-
-        for fn in (cycles_ps, first_cycle, dma_request, serve_dma):
-            register_jitable(fn)
-        # the loop itself as its own compiled function (inlined into the batch it runs slower)
-        batch = types.FunctionType(
-            run_dpus.__code__, {**globals(), "run": get_run(True)}, "run_dpus"
-        )
-        batch.__qualname__ = "run_dpus"
-        _JIT_RUN_DPUS = numba.njit(cache=True, nogil=True)(batch)
-    return _JIT_RUN_DPUS
-
-
 # ---- the compiled batch: the DPUs' arrays passed by address (no typed lists to build) ---------
 #: columns of the address table of :func:`run_dpus_at`
 A_CODE: Final = 0  # code rows (address), then their count

@@ -464,7 +464,7 @@ class IsaScheduler:
         self._pmaps: Any = None
         self._table = np.zeros((0, I.NA), np.int64)
         self._page_addr = np.zeros(0, np.int64)
-        self._run_dpus = I.get_run_dpus(False)
+        self._run_dpus = I.run_dpus
         self._jit = False
         self._pages: Any = None
         self._page_ids: dict[int, int] = {}
@@ -511,7 +511,7 @@ class IsaScheduler:
                 for name in ("code", "regs", "th", "dv", "atomic", "wram", "dma")
             )
             self._pmaps = [r.pmap for r in runners]
-            self._run_dpus = I.get_run_dpus(False)
+            self._run_dpus = I.run_dpus
 
     def _set_code(self, r: IsaRunner) -> None:
         """``r``'s instruction rows may have changed (an ``ldmai``)."""
