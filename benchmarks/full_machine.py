@@ -1,7 +1,7 @@
 """The full emulated machine: transfer rates and host memory, each figure next to its target.
 
-python benchmarks/full_machine.py            # every section (about 2 min, 8.5 GiB of RAM at peak)
-python benchmarks/full_machine.py --quick    # small sizes for CI (a few seconds, < 1 GiB)
+python benchmarks/full_machine.py            # every section (about 5 min, 8.5 GiB of RAM at peak)
+python benchmarks/full_machine.py --quick    # small sizes for CI (about 30 s, < 1 GiB)
 python benchmarks/full_machine.py --only memory
 
 Every measurement runs in a fresh interpreter (``--child NAME``), so peak memory figures
@@ -575,10 +575,10 @@ def goal2_isa_machine(quick: bool) -> list[Row]:
 
 
 SECTIONS: dict[str, tuple[str, Callable[[bool], list[Row]]]] = {
-    "transfers": ("Goal 4: host <-> MRAM transfers", goal4_transfers),
-    "memory": ("Goal 5: host memory of ranks, DPUs and broadcasts", goal5_memory),
     "isa_rate": ("Goal 1: instruction-set interpreter rate", goal1_isa_rate),
     "isa_machine": ("Goal 2: interpreted binaries on the whole machine", goal2_isa_machine),
+    "transfers": ("Goal 4: host <-> MRAM transfers", goal4_transfers),
+    "memory": ("Goal 5: host memory of ranks, DPUs and broadcasts", goal5_memory),
 }
 
 

@@ -136,6 +136,9 @@ def test_batched_runs_agree_on_every_path(
     monkeypatch.setenv("AIOPIM_ISA_THREADS", "3")
     monkeypatch.setattr(_runner, "_MIN_DPUS_PER_THREAD", 2)
     assert _run(backend) == reference
+    # the page list started afresh again and again while the DPUs run
+    monkeypatch.setattr(_runner.IsaScheduler, "MAX_PAGES", 3)
+    assert _run(backend) == reference
     # the per-DPU path (a cycle bound turns batching off) agrees too
     monkeypatch.setattr(_runner.IsaRunner, "max_run_cycles", 1 << 40)
     assert _run(backend) == reference

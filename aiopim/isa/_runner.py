@@ -18,6 +18,7 @@ import itertools
 import math
 import os
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -462,6 +463,7 @@ class IsaScheduler:
         self._slots: dict[IsaRunner, int] = {}
         self._lists: tuple[Any, ...] = ()
         self._pmaps: Any = None
+        self._run_dpus: Callable[..., int]
         self._table = np.zeros((0, I.NA), np.int64)
         self._page_addr = np.zeros(0, np.int64)
         self._run_dpus = I.run_dpus
@@ -527,6 +529,11 @@ class IsaScheduler:
         self._page_addr = np.zeros(64, np.int64)
         self._page_ids = {}
         self._gen += 1
+        for r in self._slots:  # their maps point into the old list: forget them now
+            r.pmap.fill(I.PM_UNKNOWN)
+            r.pmap_pages = {}
+            r.pmap_gen = self._gen
+            r.pmap_table = r.dpu.mram._table
 
     def _check_pages(self, r: IsaRunner) -> None:
         """Forget ``r``'s page map when its MRAM bank no longer holds those pages."""
