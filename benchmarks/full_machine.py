@@ -1,4 +1,4 @@
-"""The full emulated machine: transfer rates and host memory, each figure next to its target.
+"""The full emulated machine: interpreter, transfers and host memory, each figure by its target.
 
 python benchmarks/full_machine.py            # every section (about 5 min, 8.5 GiB of RAM at peak)
 python benchmarks/full_machine.py --quick    # small sizes for CI (about 30 s, < 1 GiB)
