@@ -1,7 +1,7 @@
-"""The full emulated machine: transfer rates and host memory, each figure next to its target.
+"""The full emulated machine: interpreter, transfers and host memory, each figure by its target.
 
-python benchmarks/full_machine.py            # every section (about 2 min, 8.5 GiB of RAM at peak)
-python benchmarks/full_machine.py --quick    # small sizes for CI (a few seconds, < 1 GiB)
+python benchmarks/full_machine.py            # every section (about 5 min, 8.5 GiB of RAM at peak)
+python benchmarks/full_machine.py --quick    # small sizes for CI (about 30 s, < 1 GiB)
 python benchmarks/full_machine.py --only memory
 
 Every measurement runs in a fresh interpreter (``--child NAME``), so peak memory figures
@@ -276,10 +276,134 @@ def child_broadcast(nr_ranks: int, size: int) -> dict[str, Any]:
     return stats
 
 
+# --- the instruction-set interpreter (goals 1-2) -------------------------------------------------
+def _isa_counting() -> list[int]:
+    """Count the instructions of every interpreter run that ends: [instructions, runs]."""
+    from aiopim.isa import _runner
+
+    seen = [0, 0]
+    report = _runner.IsaRunner.report
+
+    def counting(self: Any, arg: Any) -> None:
+        seen[0] += self.instructions
+        seen[1] += 1
+        report(self, arg)
+
+    _runner.IsaRunner.report = counting  # type: ignore[method-assign]
+    return seen
+
+
+def _compile_info(jit: bool) -> dict[str, Any]:
+    """Run a tiny binary twice: the first run gets the compiled loop (from numba's disk cache,
+    or compiling it), the second must not pay that again."""
+    sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "tests")]
+    import isa_rate
+
+    import aiopim
+
+    prog, _ = isa_rate.program(10)
+
+    async def tiny() -> None:
+        dpus = await aiopim.DpuSet.alloc(1)
+        await dpus.load(prog)
+        await dpus.launch()
+
+    times = []
+    for _ in range(2):
+        start = time.perf_counter()
+        aiopim.run(tiny)
+        times.append(time.perf_counter() - start)
+    return {"first_s": times[0], "second_s": times[1]} if jit else {}
+
+
+def _dispatcher_stats() -> dict[str, int]:
+    """numba's disk-cache hits and misses of the compiled loop and batch in this process."""
+    if "aiopim.isa._jitptr" not in sys.modules:
+        return {"cache_hits": 0, "cache_misses": 0}
+    from aiopim.isa import _interp, _jitptr
+
+    fns: list[Any] = [_interp.get_run(True), _jitptr.run_dpus_at]
+    return {
+        "cache_hits": sum(sum(f.stats.cache_hits.values()) for f in fns),
+        "cache_misses": sum(sum(f.stats.cache_misses.values()) for f in fns),
+    }
+
+
+def child_isa_compute(nr_dpus: int, iterations: int, jit: bool) -> dict[str, Any]:
+    """The compute-bound loop of ``benchmarks/isa_rate.py`` on ``nr_dpus`` DPUs."""
+    sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "tests")]
+    import isa_rate
+    import numpy as np
+
+    import aiopim
+    from aiopim.isa import _runner
+
+    _runner.set_jit(jit)
+    info = _compile_info(jit)
+    prog, _ = isa_rate.program(iterations)
+    expected, _ = isa_rate.plain_python(iterations)
+    seen = _isa_counting()
+    timing: dict[str, float] = {}
+
+    async def main() -> tuple[list[list[int]], list[int]]:
+        dpus = await aiopim.DpuSet.alloc(nr_dpus)
+        await dpus.load(prog)
+        wall, cpu = time.perf_counter(), time.process_time()
+        await dpus.launch()
+        timing["wall"] = time.perf_counter() - wall
+        timing["cpu"] = time.process_time() - cpu
+        out = await dpus.copy_from("out", np.uint32, isa_rate.THREADS)
+        return out.tolist(), [d.last_run_ps for d in dpus.dpu_list]
+
+    values, runs = aiopim.run(main)
+    return {
+        **info,
+        **_dispatcher_stats(),
+        "ok": all(v == expected for v in values),
+        "values": values,
+        "runs_ps": runs,
+        "instructions": seen[0],
+        "wall_s": timing["wall"],
+        "cpu_s": timing["cpu"],
+        "peak_mib": peak_mib(),
+    }
+
+
+def child_isa_keysum(nr_ranks: int, nr_dpus: int, jit: bool) -> dict[str, Any]:
+    """``examples/wram_fifo_keysum.py --kernel isa`` on ``nr_ranks`` ranks (or ``nr_dpus``)."""
+    sys.path[:0] = [str(ROOT / "examples")]
+    import wram_fifo_keysum as ks
+
+    import aiopim
+    from aiopim.isa import _runner
+
+    _runner.set_jit(jit)
+    info = _compile_info(jit)
+    seen = _isa_counting()
+    wall, cpu = time.perf_counter(), time.process_time()
+    r = aiopim.run(ks.host, nr_ranks, nr_dpus, 16, "all", 0, "isa", backend="trio")
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return {
+        **info,
+        **_dispatcher_stats(),
+        "ok": bool(r["complete"] and not r["wrong"]),
+        "dpus": r["dpus"],
+        "checked": r["checked"],
+        "received": sorted(r["received"]),
+        "virtual_s": r["virtual_time_s"],
+        "instructions": seen[0],
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "peak_mib": peak_mib(),
+    }
+
+
 CHILDREN: dict[str, Callable[..., dict[str, Any]]] = {
     "transfers": child_transfers,
     "idle": child_idle,
     "broadcast": child_broadcast,
+    "isa_compute": child_isa_compute,
+    "isa_keysum": child_isa_keysum,
 }
 
 
@@ -354,7 +478,105 @@ def goal5_memory(quick: bool) -> list[Row]:
     return rows
 
 
+def _rate(r: dict[str, Any]) -> float:
+    return r["instructions"] / max(r["cpu_s"], 1e-9)
+
+
+def goal1_isa_rate(quick: bool) -> list[Row]:
+    """Goal 1: the compiled interpreter at >= 250 M instructions/s per core, against the
+    pure-Python loop on the same binaries, same results and virtual times."""
+    rows: list[Row] = []
+    big = run_child("isa_compute", nr_dpus=64, iterations=2000 if quick else 20000, jit=True)
+    rows.append(
+        Row(
+            "compiled loop: first use in a process (numba disk cache)",
+            f"{big['first_s']:.2f} s, then {big['second_s']:.3f} s; numba cache hits "
+            f"{big['cache_hits']}, misses {big['cache_misses']}",
+            "loaded from the cache, once",
+            big["cache_misses"] == 0 and big["second_s"] < big["first_s"],
+        )
+    )
+    rows.append(
+        Row(
+            f"compute loop, 64 DPUs x 16 threads ({big['instructions']:,} instructions)",
+            f"{_rate(big) / 1e6:,.0f} M instr/s per core ({big['wall_s']:.2f} s wall, "
+            f"{big['cpu_s']:.2f} s CPU), results {'ok' if big['ok'] else 'WRONG'}",
+            ">= 250 M/s per core",
+            big["ok"] and _rate(big) >= 250e6,
+        )
+    )
+    small = {"nr_dpus": 2, "iterations": 300 if quick else 1500}
+    jit = run_child("isa_compute", jit=True, **small)
+    py = run_child("isa_compute", jit=False, **small)
+    same = jit["values"] == py["values"] and jit["runs_ps"] == py["runs_ps"]
+    rows.append(
+        Row(
+            f"compute loop, 2 DPUs: compiled / pure Python ({py['instructions']:,} instructions)",
+            f"{_rate(jit) / _rate(py):,.0f} x ({_rate(py) / 1e3:,.0f} k instr/s pure Python); "
+            f"results and run times {'identical' if same else 'DIFFER'}",
+            "identical",
+            same and jit["ok"],
+        )
+    )
+    ks = run_child("isa_keysum", nr_ranks=1, nr_dpus=0, jit=True)
+    rows.append(
+        Row(
+            f"key-sum binary, 64 DPUs ({ks['instructions']:,} instructions)",
+            f"{_rate(ks) / 1e6:,.0f} M instr/s per core ({ks['wall_s']:.1f} s wall), "
+            f"{ks['checked']} pairs {'ok' if ks['ok'] else 'WRONG'}",
+            ">= 250 M/s per core",
+            ks["ok"] and _rate(ks) >= 250e6,
+        )
+    )
+    if not quick:
+        one = run_child("isa_keysum", nr_ranks=0, nr_dpus=1, jit=True)
+        one_py = run_child("isa_keysum", nr_ranks=0, nr_dpus=1, jit=False)
+        same = (one["received"], one["virtual_s"]) == (one_py["received"], one_py["virtual_s"])
+        rows.append(
+            Row(
+                "key-sum binary, 1 DPU: compiled / pure Python",
+                f"{_rate(one) / _rate(one_py):,.0f} x; pairs and virtual time "
+                f"{'identical' if same else 'DIFFER'}",
+                "identical",
+                same and one["ok"],
+            )
+        )
+    return rows
+
+
+def goal2_isa_machine(quick: bool) -> list[Row]:
+    """Goal 2: the assembled key-sum on 40 ranks, a compute-bound binary on every DPU."""
+    rows: list[Row] = []
+    ranks = 2 if quick else 40
+    ks = run_child("isa_keysum", nr_ranks=ranks, nr_dpus=0, jit=True)
+    rows.append(
+        Row(
+            f"key-sum --kernel isa, {ranks} ranks ({ks['dpus']} DPUs, {ks['checked']} pairs)",
+            f"{ks['wall_s']:.1f} s wall, {ks['peak_mib']:,.0f} MiB peak, "
+            f"{'all checked' if ks['ok'] else 'WRONG'}",
+            "<= 10 s, <= 2048 MiB",
+            ks["ok"] and ks["wall_s"] <= 10 and ks["peak_mib"] <= 2048,
+        )
+    )
+    dpus = 128 if quick else 2560
+    # 16 threads issue one instruction per cycle: 5 per iteration and thread, 1 ms = 400k cycles
+    c = run_child("isa_compute", nr_dpus=dpus, iterations=5100, jit=True)
+    shortest = min(c["runs_ps"]) / 1e9
+    rows.append(
+        Row(
+            f"compute-bound binary on {dpus} DPUs ({c['instructions']:,} instructions)",
+            f"{c['wall_s']:.1f} s wall ({c['cpu_s']:.1f} s CPU), shortest run {shortest:.3f} ms, "
+            f"{c['peak_mib']:,.0f} MiB peak, results {'ok' if c['ok'] else 'WRONG'}",
+            ">= 1 ms each, <= 15 s",
+            c["ok"] and shortest >= 1.0 and c["wall_s"] <= 15,
+        )
+    )
+    return rows
+
+
 SECTIONS: dict[str, tuple[str, Callable[[bool], list[Row]]]] = {
+    "isa_rate": ("Goal 1: instruction-set interpreter rate", goal1_isa_rate),
+    "isa_machine": ("Goal 2: interpreted binaries on the whole machine", goal2_isa_machine),
     "transfers": ("Goal 4: host <-> MRAM transfers", goal4_transfers),
     "memory": ("Goal 5: host memory of ranks, DPUs and broadcasts", goal5_memory),
 }

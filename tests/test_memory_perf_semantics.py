@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import emu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +21,6 @@ from aiopim._machine._memory import (
 )
 from aiopim._ops._xfer import SharedBytes
 from aiopim.sdk import dpu_alloc
-from tests.helpers import emu
 
 BACKENDS = ["asyncio", "trio"]
 BANK = 4 * MRAM_PAGE  # small banks keep the property tests fast

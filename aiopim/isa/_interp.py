@@ -33,7 +33,12 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from ..timing import REVOLVER_CYCLES
+from ..timing import (
+    DMA_BETA_CYCLES_PER_BYTE,
+    DMA_READ_ALPHA_CYCLES,
+    DMA_WRITE_ALPHA_CYCLES,
+    REVOLVER_CYCLES,
+)
 from ._semantics import (
     C_AK,
     C_AV,
@@ -206,7 +211,13 @@ D_IRAM: Final = 15  # IRAM bytes (ldmai range)
 D_END: Final = 16  # cycle at which the run ended
 D_LAST_PC: Final = 17  # PC of the last issued instruction
 D_MRAM: Final = 18  # MRAM bytes
-ND: Final = 19
+D_BOOT_PS: Final = 19  # kernel time of cycle 0 of the run
+D_PS_NUM: Final = 20  # one cycle is D_PS_NUM / D_PS_DEN picoseconds (the chip's clock)
+D_PS_DEN: Final = 21
+D_DMA_FREE: Final = 22  # time the DMA engine is free again (ps)
+D_DMA_REQS: Final = 23  # DMA requests served since boot
+D_DMA_BYTES: Final = 24  # bytes moved by them
+ND: Final = 25
 
 BIG: Final = 1 << 62
 
@@ -833,6 +844,8 @@ def fresh_state(nthreads: int, iram_bytes: int, mram_bytes: int) -> State:
     dv[D_NTHREADS] = nthreads
     dv[D_IRAM] = iram_bytes
     dv[D_MRAM] = mram_bytes
+    dv[D_PS_NUM] = 1
+    dv[D_PS_DEN] = 1
     return regs, th, dv, np.zeros(256, np.uint8), np.zeros((nthreads, 4), np.int64)
 
 
@@ -860,3 +873,210 @@ def get_run(jit: bool) -> Callable[..., int]:
 
         _JIT_RUN = numba.njit(cache=True, nogil=True)(run)
     return _JIT_RUN
+
+
+# ================================================================================================
+# many DPUs in one call: DMA timing and resident-page transfers without leaving the loop
+# ================================================================================================
+#: MRAM page size of the page maps (the sparse MRAM bank's pages)
+PAGE_SHIFT: Final = 16
+#: page map entries: unknown to the loop (ask Python), or a page that reads as zeros
+PM_UNKNOWN: Final = -1
+PM_ZERO: Final = -2
+
+
+def cycles_ps(cycles: int, num: int, den: int) -> int:
+    """``cycles`` of a clock of ``num / den`` ps per cycle, rounded to the nearest ps (half to
+    even, as ``ChipProfile.cycles_to_ps``)."""
+    v = cycles * num
+    q = v // den
+    r = v - q * den
+    if 2 * r > den or (2 * r == den and q & 1):
+        q += 1
+    return q
+
+
+def first_cycle(ps: int, boot: int, num: int, den: int) -> int:
+    """The first cycle whose time (from ``boot``) is at or after ``ps``."""
+    dt = ps - boot
+    if dt <= 0:
+        return 0
+    c = dt * den // num
+    while cycles_ps(c, num, den) < dt:
+        c += 1
+    while c > 0 and cycles_ps(c - 1, num, den) >= dt:
+        c -= 1
+    return c
+
+
+def dma_request(
+    th: npt.NDArray[np.int64], dv: npt.NDArray[np.int64], dma: npt.NDArray[np.int64]
+) -> None:
+    """Schedule the DMA request of thread ``dv[D_REQ]`` on the DPU's DMA engine: requests
+    served in order, the engine busy ``beta * size`` cycles, completion ``alpha`` later."""
+    t = dv[D_REQ]
+    size = dma[t, 3]
+    num = dv[D_PS_NUM]
+    den = dv[D_PS_DEN]
+    boot = dv[D_BOOT_PS]
+    busy = int(DMA_BETA_CYCLES_PER_BYTE * size)
+    alpha = DMA_WRITE_ALPHA_CYCLES if dma[t, 0] == DMA_SDMA else DMA_READ_ALPHA_CYCLES
+    issue = dv[D_LAST]
+    # in whole cycles of the run: at 350 MHz a cycle is not a whole number of ps, and adding
+    # two rounded durations could land one cycle late
+    start = issue
+    free = first_cycle(dv[D_DMA_FREE], boot, num, den)
+    if free > start:
+        start = free
+    dv[D_DMA_FREE] = boot + cycles_ps(start + busy, num, den)
+    dv[D_DMA_REQS] += 1
+    dv[D_DMA_BYTES] += size
+    due = start + alpha + busy
+    if due < issue + REVOLVER_CYCLES:
+        due = issue + REVOLVER_CYCLES
+    th[t, T_NEXT] = due
+    if due < dv[D_DMA_MIN]:
+        dv[D_DMA_MIN] = due
+
+
+def serve_dma(
+    th: npt.NDArray[np.int64],
+    dv: npt.NDArray[np.int64],
+    dma: npt.NDArray[np.int64],
+    wram: npt.NDArray[np.uint8],
+    pages: list[npt.NDArray[np.uint8]],
+    pmap: npt.NDArray[np.int64],
+) -> bool:
+    """Copy the bytes of the transfers due now, in thread order, while their MRAM pages are
+    in ``pmap`` (``2 * index + writable`` into ``pages``, or ``PM_ZERO``); False when one
+    needs Python (an unknown page, a write into a page not privately held, ``ldmai``), which
+    then serves it and the transfers after it."""
+    c = dv[D_CYCLE]
+    nxt = BIG
+    for t in range(dv[D_NTHREADS]):
+        if th[t, T_RUN] != RUN_DMA:
+            continue
+        due = th[t, T_NEXT]
+        if due > c:
+            if due < nxt:
+                nxt = due
+            continue
+        kind = dma[t, 0]
+        if kind == DMA_LDMAI:
+            return False
+        waddr = dma[t, 1]
+        maddr = dma[t, 2]
+        size = dma[t, 3]
+        for p in range(maddr >> PAGE_SHIFT, ((maddr + size - 1) >> PAGE_SHIFT) + 1):
+            e = pmap[p]
+            if e == PM_UNKNOWN or (kind == DMA_SDMA and (e < 0 or (e & 1) == 0)):
+                return False
+        pos = 0
+        while pos < size:
+            a = maddr + pos
+            off = a & ((1 << PAGE_SHIFT) - 1)
+            nb = (1 << PAGE_SHIFT) - off
+            if nb > size - pos:
+                nb = size - pos
+            e = pmap[a >> PAGE_SHIFT]
+            w = waddr + pos
+            if kind == DMA_LDMA:
+                if e == PM_ZERO:
+                    wram[w : w + nb] = 0
+                else:
+                    wram[w : w + nb] = pages[e >> 1][off : off + nb]
+            else:
+                pages[e >> 1][off : off + nb] = wram[w : w + nb]
+            pos += nb
+        th[t, T_RUN] = RUN_READY
+    dv[D_DMA_MIN] = nxt
+    return True
+
+
+def run_dpus(
+    codes: list[npt.NDArray[np.int64]],
+    regs: list[npt.NDArray[np.int64]],
+    ths: list[npt.NDArray[np.int64]],
+    dvs: list[npt.NDArray[np.int64]],
+    atomics: list[npt.NDArray[np.uint8]],
+    wrams: list[npt.NDArray[np.uint8]],
+    dmas: list[npt.NDArray[np.int64]],
+    pages: list[npt.NDArray[np.uint8]],
+    pmaps: list[npt.NDArray[np.int64]],
+    sel: npt.NDArray[np.int64],
+    until_ps: int,
+    reasons: npt.NDArray[np.int64],
+) -> int:
+    """Run DPUs ``sel`` (indices into the state lists) up to the first cycle at or after
+    ``until_ps``, serving DMA requests and resident-page transfers in the loop; ``reasons[j]``
+    is ``R_LIMIT`` or what DPU ``sel[j]`` needs from Python. Returns how many need it."""
+    need = 0
+    for j in range(sel.shape[0]):
+        i = sel[j]
+        dv = dvs[i]
+        th = ths[i]
+        dma = dmas[i]
+        wram = wrams[i]
+        limit = first_cycle(until_ps, dv[D_BOOT_PS], dv[D_PS_NUM], dv[D_PS_DEN])
+        while True:
+            r = run(codes[i], regs[i], th, dv, atomics[i], wram, dma, limit, BIG)
+            if r == R_DMA_REQUEST:
+                dma_request(th, dv, dma)
+                continue
+            if r == R_DMA_DUE and serve_dma(th, dv, dma, wram, pages, pmaps[i]):
+                continue
+            break
+        reasons[j] = r
+        if r != R_LIMIT:
+            need += 1
+    return need
+
+
+# ---- the compiled batch: the DPUs' arrays passed by address (no typed lists to build) ---------
+#: columns of the address table of :func:`run_dpus_at`
+A_CODE: Final = 0  # code rows (address), then their count
+A_NCODE: Final = 1
+A_REGS: Final = 2
+A_TH: Final = 3
+A_DV: Final = 4
+A_ATOMIC: Final = 5
+A_WRAM: Final = 6  # WRAM (address), then its size
+A_NWRAM: Final = 7
+A_DMA: Final = 8
+A_PMAP: Final = 9
+A_NPMAP: Final = 10
+NA: Final = 11
+
+
+def address_row(
+    code: npt.NDArray[np.int64],
+    regs: npt.NDArray[np.int64],
+    th: npt.NDArray[np.int64],
+    dv: npt.NDArray[np.int64],
+    atomic: npt.NDArray[np.uint8],
+    wram: npt.NDArray[np.uint8],
+    dma: npt.NDArray[np.int64],
+    pmap: npt.NDArray[np.int64],
+) -> list[int]:
+    """One DPU's row of the address table (the caller keeps the arrays alive)."""
+    assert all(a.flags.c_contiguous for a in (code, regs, th, dv, atomic, wram, dma, pmap))
+    return [
+        code.ctypes.data,
+        code.shape[0],
+        regs.ctypes.data,
+        th.ctypes.data,
+        dv.ctypes.data,
+        atomic.ctypes.data,
+        wram.ctypes.data,
+        wram.shape[0],
+        dma.ctypes.data,
+        pmap.ctypes.data,
+        pmap.shape[0],
+    ]
+
+
+def get_run_dpus_at() -> Callable[..., int]:
+    """The compiled batch over an address table (``cache=True``; needs numba)."""
+    from ._jitptr import run_dpus_at
+
+    return run_dpus_at

@@ -13,8 +13,12 @@ the horizon; DPU ends and faults become kernel events at their exact times.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
+import itertools
 import math
+import os
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -60,6 +64,14 @@ _SCHEDULER_ACTOR = (1 << 62) - 1
 _MAX_CHUNKS = 256
 
 _jit_override: bool | None = None
+#: pages of a DPU's MRAM page map
+_NR_PAGES = -(-max(chip.mram_size for chip in timing.CHIPS.values()) >> I.PAGE_SHIFT)
+
+
+def _clock_ratio(frequency_hz: int) -> tuple[int, int]:
+    """(num, den): one cycle lasts ``num / den`` ps."""
+    g = math.gcd(timing.PS_PER_S, frequency_hz)
+    return timing.PS_PER_S // g, frequency_hz // g
 
 
 def set_jit(enabled: bool | None) -> None:
@@ -194,10 +206,11 @@ class IsaRunner(DpuRunner):
         self.active = False
         self.run_id = 0
         self.boot_ps = 0
-        #: DMA engine: time it is free again, requests and bytes served (as the Python engine)
-        self.dma_free_at = 0
-        self.dma_requests = 0
-        self.dma_bytes = 0
+        #: MRAM pages the batched loop may use (see :meth:`IsaScheduler._export_pages`)
+        self.pmap = np.full(_NR_PAGES, I.PM_UNKNOWN, np.int64)
+        self.pmap_gen = -1
+        self.pmap_table: object = None
+        self.pmap_pages: dict[int, Any] = {}
         self.trace: collections.deque[tuple[int, int, int, str]] | None = None
         self._run = I.get_run(False)
 
@@ -224,6 +237,10 @@ class IsaRunner(DpuRunner):
             self.nr_threads, len(self.dpu.iram), self.dpu.mram.size
         )
         self.boot_ps = self.dpu.kernel.now
+        num, den = _clock_ratio(self.dpu.chip.frequency_hz)
+        self.dv[I.D_BOOT_PS] = self.boot_ps
+        self.dv[I.D_PS_NUM] = num
+        self.dv[I.D_PS_DEN] = den
         self.run_id += 1
         self.active = True
         self._run = I.get_run(jit_enabled())
@@ -263,6 +280,16 @@ class IsaRunner(DpuRunner):
     def cycles(self) -> int:
         """Cycles run so far."""
         return int(self.dv[I.D_CYCLE])
+
+    @property
+    def dma_requests(self) -> int:
+        """DMA requests served in this run."""
+        return int(self.dv[I.D_DMA_REQS])
+
+    @property
+    def dma_bytes(self) -> int:
+        """Bytes moved by this run's DMA requests."""
+        return int(self.dv[I.D_DMA_BYTES])
 
     @property
     def instructions(self) -> int:
@@ -324,19 +351,7 @@ class IsaRunner(DpuRunner):
 
     # -- DMA ------------------------------------------------------------------------------------
     def _dma_request(self) -> None:
-        t = int(self.dv[I.D_REQ])
-        kind, _, _, size = (int(v) for v in self.dma[t])
-        issue = int(self.dv[I.D_LAST])
-        busy, latency = timing.dma_cycles(size, write=kind == I.DMA_SDMA)
-        # in whole cycles of this run: at 350 MHz a cycle is not a whole number of ps, and
-        # adding two rounded durations could land one cycle late
-        start = max(issue, self.first_cycle_at(self.dma_free_at))
-        self.dma_free_at = self.time_of(start + math.ceil(busy))
-        self.dma_requests += 1
-        self.dma_bytes += size
-        due = max(start + math.ceil(latency), issue + timing.REVOLVER_CYCLES)
-        self.th[t, I.T_NEXT] = due
-        self.dv[I.D_DMA_MIN] = min(int(self.dv[I.D_DMA_MIN]), due)
+        I.dma_request(self.th, self.dv, self.dma)
 
     def _dma_due(self) -> None:
         c = int(self.dv[I.D_CYCLE])
@@ -430,17 +445,38 @@ class IsaRunner(DpuRunner):
 # the per-kernel scheduler
 # ================================================================================================
 class IsaScheduler:
-    """Advances every running interpreter DPU of one kernel (see the module docstring)."""
+    """Advances every running interpreter DPU of one kernel (see the module docstring).
+
+    The running DPUs advance in one call of the loop per chunk (:func:`_interp.run_dpus` over
+    lists of their state); a DPU returns to Python only to end, to fault, or for a transfer
+    whose MRAM page the loop does not hold (then Python serves it and hands the loop the page:
+    a DPU's page map stays valid while its MRAM bank keeps the same page objects)."""
+
+    #: page references kept before the shared page list is started afresh
+    MAX_PAGES: ClassVar[int] = 1 << 16
 
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
         self.runners: list[IsaRunner] = []
         self.entry: Entry | None = None
+        # the state lists of the batched loop, for the runners in ``_slots``
+        self._slots: dict[IsaRunner, int] = {}
+        self._lists: tuple[Any, ...] = ()
+        self._pmaps: Any = None
+        self._run_dpus: Callable[..., int]
+        self._table = np.zeros((0, I.NA), np.int64)
+        self._page_addr = np.zeros(0, np.int64)
+        self._run_dpus = I.run_dpus
+        self._jit = False
+        self._pages: Any = None
+        self._page_ids: dict[int, int] = {}
+        self._gen = 0
 
     def add(self, runner: IsaRunner) -> None:
         """A DPU booted at the current time."""
         if runner not in self.runners:
             self.runners.append(runner)
+        self._slots = {}  # its state arrays are new: rebuild the lists
         if self.entry is None:
             k = self.kernel
             self.entry = k.call_at(k.now, self._fire, None, _SCHEDULER_ACTOR, PRIO_LATE)
@@ -449,6 +485,170 @@ class IsaScheduler:
         """A DPU stopped (its run ended or it was halted from outside)."""
         if runner in self.runners:
             self.runners.remove(runner)
+
+    # -- the batched loop -----------------------------------------------------------------------
+    def _batched(self) -> bool:
+        return IsaRunner.trace_length <= 0 and IsaRunner.max_run_cycles is None
+
+    def _build(self, runners: list[IsaRunner]) -> None:
+        jit = jit_enabled()
+        if jit != self._jit or self._pages is None:
+            self._jit = jit
+            self._new_pages()
+        self._slots = {r: i for i, r in enumerate(runners)}
+        if jit:
+            # compiled: one row of array addresses per DPU (the runners keep the arrays alive)
+            self._lists = ()
+            self._table = np.array(
+                [
+                    I.address_row(r.code, r.regs, r.th, r.dv, r.atomic, r.dpu.wram, r.dma, r.pmap)
+                    for r in runners
+                ],
+                np.int64,
+            ).reshape(len(runners), I.NA)
+            self._run_dpus = I.get_run_dpus_at()
+        else:
+            self._lists = tuple(
+                [r.dpu.wram if name == "wram" else getattr(r, name) for r in runners]
+                for name in ("code", "regs", "th", "dv", "atomic", "wram", "dma")
+            )
+            self._pmaps = [r.pmap for r in runners]
+            self._run_dpus = I.run_dpus
+
+    def _set_code(self, r: IsaRunner) -> None:
+        """``r``'s instruction rows may have changed (an ``ldmai``)."""
+        slot = self._slots[r]
+        if self._jit:
+            self._table[slot, I.A_CODE] = r.code.ctypes.data
+            self._table[slot, I.A_NCODE] = r.code.shape[0]
+        else:
+            self._lists[0][slot] = r.code
+
+    def _new_pages(self) -> None:
+        self._pages = [np.zeros(1, np.uint8)]  # index 0 unused (pmap entries are 2 * index + w)
+        self._page_addr = np.zeros(64, np.int64)
+        self._page_ids = {}
+        self._gen += 1
+        for r in self._slots:  # their maps point into the old list: forget them now
+            r.pmap.fill(I.PM_UNKNOWN)
+            r.pmap_pages = {}
+            r.pmap_gen = self._gen
+            r.pmap_table = r.dpu.mram._table
+
+    def _check_pages(self, r: IsaRunner) -> None:
+        """Forget ``r``'s page map when its MRAM bank no longer holds those pages."""
+        if r.pmap_gen == self._gen and r.pmap_pages:
+            tab = r.dpu.mram._table
+            if tab is r.pmap_table and (
+                tab is None or all(tab[p] is page for p, page in r.pmap_pages.items())
+            ):
+                return
+        elif r.pmap_gen == self._gen and r.pmap_table is r.dpu.mram._table:
+            return
+        r.pmap.fill(I.PM_UNKNOWN)
+        r.pmap_pages = {}
+        r.pmap_gen = self._gen
+        r.pmap_table = r.dpu.mram._table
+
+    def _export_pages(self, r: IsaRunner, first: int, last: int) -> None:
+        """Hand the loop ``r``'s MRAM pages ``first..last``."""
+        self._check_pages(r)
+        if len(self._page_ids) >= self.MAX_PAGES:
+            self._new_pages()
+            self._check_pages(r)
+        tab = r.pmap_table
+        for p in range(first, last + 1):
+            page = tab[p] if isinstance(tab, list) and p < len(tab) else None
+            if page is None:
+                r.pmap[p] = I.PM_ZERO
+            else:
+                idx = self._page_ids.get(id(page))
+                if idx is None:
+                    idx = self._page_ids[id(page)] = len(self._pages)
+                    self._pages.append(page)
+                    if idx >= len(self._page_addr):
+                        self._page_addr = np.resize(self._page_addr, 2 * idx)
+                    self._page_addr[idx] = page.ctypes.data
+                r.pmap[p] = 2 * idx + (1 if page.flags.writeable else 0)
+            r.pmap_pages[p] = page
+
+    def _python_dma(self, r: IsaRunner) -> None:
+        """Serve the due transfers in Python, then give the loop their pages."""
+        c = int(r.dv[I.D_CYCLE])
+        spans = [
+            (int(r.dma[t, 2]), int(r.dma[t, 3]))
+            for t in range(r.nr_threads)
+            if r.th[t, I.T_RUN] == I.RUN_DMA and r.th[t, I.T_NEXT] <= c
+        ]
+        r._dma_due()
+        for maddr, size in spans:
+            self._export_pages(r, maddr >> I.PAGE_SHIFT, (maddr + size - 1) >> I.PAGE_SHIFT)
+
+    def _advance_all(self, active: list[IsaRunner], until_ps: int) -> list[_Outcome | None]:
+        """Advance every runner of ``active`` to ``until_ps``; their outcomes."""
+        if not self._batched():
+            return [r.advance(until_ps) for r in active]
+        slots = self._slots
+        if any(r not in slots for r in active):
+            self._build(active)
+            slots = self._slots
+        sel = np.fromiter((slots[r] for r in active), np.int64, len(active))
+        reasons = np.zeros(len(active), np.int64)
+        outcomes: list[_Outcome | None] = [None] * len(active)
+        while True:
+            need = self._call(sel, until_ps, reasons)
+            if not need:
+                return outcomes
+            again: list[int] = []
+            for j in np.flatnonzero(reasons).tolist():
+                r = active[j]
+                reason = int(reasons[j])
+                if reason == I.R_DMA_DUE:
+                    self._python_dma(r)
+                    self._set_code(r)
+                    again.append(j)
+                elif reason == I.R_END:
+                    r.active = False
+                    outcomes[j] = _Outcome(r.time_of(int(r.dv[I.D_END])), False)
+                else:
+                    r.active = False
+                    outcomes[j] = r._fault()
+            if not again:
+                return outcomes
+            picked = np.asarray(again, np.int64)
+            sub = self._advance_sub(active, picked, until_ps)
+            for j, out in zip(again, sub, strict=True):
+                outcomes[j] = out
+            return outcomes
+
+    def _call(
+        self, sel: npt.NDArray[np.int64], until_ps: int, reasons: npt.NDArray[np.int64]
+    ) -> int:
+        """One call of the batched loop, split over worker threads when compiled (numba
+        releases the GIL; each DPU runs on exactly one thread, so results do not depend on
+        the split)."""
+        if self._jit:
+            args: tuple[Any, ...] = (self._table, self._page_addr)
+        else:
+            args = (*self._lists, self._pages, self._pmaps)
+        workers = _workers() if self._jit else 1
+        n = len(sel)
+        if workers <= 1 or n < 2 * _MIN_DPUS_PER_THREAD:
+            return int(self._run_dpus(*args, sel, until_ps, reasons))
+        parts = min(workers, n // _MIN_DPUS_PER_THREAD)
+        bounds = [n * i // parts for i in range(parts + 1)]
+        pool = _pool(parts)
+        futures = [
+            pool.submit(self._run_dpus, *args, sel[a:b], until_ps, reasons[a:b])
+            for a, b in itertools.pairwise(bounds[1:])
+        ]
+        need = int(self._run_dpus(*args, sel[: bounds[1]], until_ps, reasons[: bounds[1]]))
+        return need + sum(int(f.result()) for f in futures)
+
+    def _advance_sub(
+        self, active: list[IsaRunner], picked: npt.NDArray[np.int64], until_ps: int
+    ) -> list[_Outcome | None]:
+        return self._advance_all([active[j] for j in picked.tolist()], until_ps)
 
     def _fire(self, _: Any) -> None:
         self.entry = None
@@ -460,11 +660,16 @@ class IsaScheduler:
         now = k.now
         nxt = k.next_event_time()
         horizon = min(k.limit, INFINITY if nxt is None else nxt)
+        if self._batched():
+            # the host acts only between scheduler events: check the page maps once here
+            if any(r not in self._slots for r in active):
+                self._build(active)
+            for r in active:
+                self._check_pages(r)
         if horizon <= now:
             # something else still happens now: execute only what issues before now, and come
             # back before anything at now + 1 ps
-            for r in active:
-                out = r.advance(now)
+            for r, out in zip(active, self._advance_all(active, now), strict=True):
                 if out is not None:
                     k.call_at(out.time_ps, r.report, (r.run_id, out), r.dpu.actor)
             self.runners = [r for r in self.runners if r.active]
@@ -479,8 +684,7 @@ class IsaScheduler:
             span = poll if len(active) > 1 else poll * _MAX_CHUNKS
             t_end = min(horizon, t + span)
             still: list[IsaRunner] = []
-            for r in active:
-                out = r.advance(t_end)
+            for r, out in zip(active, self._advance_all(active, t_end), strict=True):
                 if out is None:
                     still.append(r)
                     continue
@@ -492,6 +696,29 @@ class IsaScheduler:
         self.runners = [r for r in self.runners if r.active]
         if self.runners:
             self.entry = k.call_at(t, self._fire, None, _SCHEDULER_ACTOR, PRIO_LATE)
+
+
+#: fewer DPUs than this per thread are not worth a thread
+_MIN_DPUS_PER_THREAD = 16
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _workers() -> int:
+    """Threads the batched loop may use: ``AIOPIM_ISA_THREADS``, default the usable cores."""
+    env = os.environ.get("AIOPIM_ISA_THREADS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+def _pool(parts: int) -> concurrent.futures.ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None or _POOL._max_workers < parts - 1:
+        _POOL = concurrent.futures.ThreadPoolExecutor(max(1, parts - 1), "aiopim-isa")
+    return _POOL
 
 
 _SCHEDULERS: weakref.WeakKeyDictionary[Kernel, IsaScheduler] = weakref.WeakKeyDictionary()

@@ -5,11 +5,15 @@ Everything goes through the ``cryptography`` package; nothing here is a hand-wri
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import warnings
+from collections.abc import Iterator
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric import dh
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+from cryptography.utils import CryptographyDeprecationWarning
 
 #: RFC 3526 §3, the 2048-bit MODP group (generator 2)
 MODP_2048_P = int(
@@ -32,7 +36,18 @@ TAG_BYTES = 16
 #: what a DPU encrypts under the new user key to prove the exchange worked
 CONFIRMATION = b"Exchange Succeeded Successfully!"
 
-_GROUP = dh.DHParameterNumbers(MODP_2048_P, MODP_2048_G)
+
+@contextlib.contextmanager
+def _ffdh() -> Iterator[None]:
+    """Memclave's protocol fixes finite-field Diffie-Hellman (MODP-2048); newer releases of
+    ``cryptography`` deprecate FFDH with a warning that users of aiopim cannot act on."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CryptographyDeprecationWarning)
+        yield
+
+
+with _ffdh():
+    _GROUP = dh.DHParameterNumbers(MODP_2048_P, MODP_2048_G)
 
 
 class DhKeyPair:
@@ -41,7 +56,8 @@ class DhKeyPair:
     def __init__(self, private_exponent: int) -> None:
         x = private_exponent % (MODP_2048_P - 3) + 2
         y = pow(MODP_2048_G, x, MODP_2048_P)
-        self._key = dh.DHPrivateNumbers(x, dh.DHPublicNumbers(y, _GROUP)).private_key()
+        with _ffdh():
+            self._key = dh.DHPrivateNumbers(x, dh.DHPublicNumbers(y, _GROUP)).private_key()
         self.public = y.to_bytes(DH_BYTES, "big")
 
     def shared_secret(self, peer_public: bytes) -> bytes | None:
@@ -50,8 +66,9 @@ class DhKeyPair:
         if not 2 <= y <= MODP_2048_P - 2:
             return None
         try:
-            peer = dh.DHPublicNumbers(y, _GROUP).public_key()
-            secret = self._key.exchange(peer)
+            with _ffdh():
+                peer = dh.DHPublicNumbers(y, _GROUP).public_key()
+                secret = self._key.exchange(peer)
         except ValueError:
             return None
         return secret.rjust(DH_BYTES, b"\0")

@@ -1,0 +1,123 @@
+"""The compiled batch loop over DPUs given by the addresses of their arrays (numba only).
+
+:func:`_interp.run_dpus` takes lists of arrays; compiled, lists would be numba typed lists,
+whose methods numba compiles again in every process. Here each DPU is one row of an int64
+address table (:func:`_interp.address_row`) and the arrays are rebuilt in the loop from those
+addresses, so the whole batch is one function numba loads from its disk cache. The caller keeps
+every array alive while the table is in use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+from numba import types
+from numba.extending import intrinsic, register_jitable
+from numba.np.numpy_support import carray
+
+from . import _interp as I
+from ._semantics import NCOL
+
+for _fn in (I.cycles_ps, I.first_cycle, I.dma_request):
+    register_jitable(_fn)
+
+_loop = I.get_run(True)
+
+
+def _pointer_intrinsic(dtype: Any) -> Any:
+    @intrinsic
+    def pointer(typingctx: Any, addr: Any) -> Any:
+        if not isinstance(addr, types.Integer):
+            return None
+        ptr = types.CPointer(dtype)  # type: ignore[no-untyped-call]
+
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            return builder.inttoptr(args[0], context.get_value_type(ptr))
+
+        return ptr(addr), codegen
+
+    return pointer
+
+
+_i64 = _pointer_intrinsic(types.int64)
+_u8 = _pointer_intrinsic(types.uint8)
+_PAGE = 1 << I.PAGE_SHIFT
+
+
+@numba.njit(cache=True, nogil=True)
+def _serve_dma_at(th: Any, dv: Any, dma: Any, wram: Any, pages: Any, pmap: Any) -> bool:
+    """:func:`_interp.serve_dma` with the pages given by address."""
+    c = dv[I.D_CYCLE]
+    nxt = I.BIG
+    for t in range(dv[I.D_NTHREADS]):
+        if th[t, I.T_RUN] != I.RUN_DMA:
+            continue
+        due = th[t, I.T_NEXT]
+        if due > c:
+            if due < nxt:
+                nxt = due
+            continue
+        kind = dma[t, 0]
+        if kind == I.DMA_LDMAI:
+            return False
+        waddr = dma[t, 1]
+        maddr = dma[t, 2]
+        size = dma[t, 3]
+        for p in range(maddr >> I.PAGE_SHIFT, ((maddr + size - 1) >> I.PAGE_SHIFT) + 1):
+            e = pmap[p]
+            if e == I.PM_UNKNOWN or (kind == I.DMA_SDMA and (e < 0 or (e & 1) == 0)):
+                return False
+        pos = 0
+        while pos < size:
+            a = maddr + pos
+            off = a & (_PAGE - 1)
+            nb = _PAGE - off
+            if nb > size - pos:
+                nb = size - pos
+            e = pmap[a >> I.PAGE_SHIFT]
+            w = waddr + pos
+            if kind == I.DMA_LDMA:
+                if e == I.PM_ZERO:
+                    wram[w : w + nb] = 0
+                else:
+                    page = carray(_u8(pages[e >> 1]), _PAGE)
+                    wram[w : w + nb] = page[off : off + nb]
+            else:
+                page = carray(_u8(pages[e >> 1]), _PAGE)
+                page[off : off + nb] = wram[w : w + nb]
+            pos += nb
+        th[t, I.T_RUN] = I.RUN_READY
+    dv[I.D_DMA_MIN] = nxt
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def run_dpus_at(tab: Any, pages: Any, sel: Any, until_ps: int, reasons: Any) -> int:
+    """:func:`_interp.run_dpus` over the address table ``tab`` (rows ``sel``) and the page
+    address list ``pages``."""
+    need = 0
+    for j in range(sel.shape[0]):
+        row = tab[sel[j]]
+        dv = carray(_i64(row[I.A_DV]), I.ND)
+        n = dv[I.D_NTHREADS]
+        code = carray(_i64(row[I.A_CODE]), (row[I.A_NCODE], NCOL))
+        regs = carray(_i64(row[I.A_REGS]), (n, 32))
+        th = carray(_i64(row[I.A_TH]), (n, I.NTH))
+        atomic = carray(_u8(row[I.A_ATOMIC]), 256)
+        wram = carray(_u8(row[I.A_WRAM]), row[I.A_NWRAM])
+        dma = carray(_i64(row[I.A_DMA]), (n, 4))
+        pmap = carray(_i64(row[I.A_PMAP]), row[I.A_NPMAP])
+        limit = I.first_cycle(until_ps, dv[I.D_BOOT_PS], dv[I.D_PS_NUM], dv[I.D_PS_DEN])
+        while True:
+            r = _loop(code, regs, th, dv, atomic, wram, dma, limit, I.BIG)
+            if r == I.R_DMA_REQUEST:
+                I.dma_request(th, dv, dma)
+                continue
+            if r == I.R_DMA_DUE and _serve_dma_at(th, dv, dma, wram, pages, pmap):
+                continue
+            break
+        reasons[j] = r
+        if r != I.R_LIMIT:
+            need += 1
+    return need
