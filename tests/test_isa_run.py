@@ -626,3 +626,17 @@ def test_the_decoded_binary_is_shared_and_runs_are_deterministic_under_explorati
     assert first[0] == [80, 80, 80] and first[2]
     assert aiopim.run(main, explore=True, seed=11) == first
     assert aiopim.run(main, backend="trio", explore=True, seed=11) == first
+
+
+def test_finished_emulators_are_freed() -> None:
+    """Nothing module-level keeps a finished run's kernel (and its DPUs) alive."""
+    import gc
+
+    from aiopim._runtime._kernel import Kernel
+
+    gc.collect()
+    before = sum(isinstance(o, Kernel) for o in gc.get_objects())
+    for _ in range(3):
+        assert Run(_counter_program(4, 10, True), "asyncio", {}).fault is None
+    gc.collect()
+    assert sum(isinstance(o, Kernel) for o in gc.get_objects()) <= before

@@ -57,6 +57,8 @@ class Kernel:
         #: callables describing blocked emulated actors (for deadlock reports)
         self.blocked_reporters: list[Callable[[], list[str]]] = []
         self.events_processed = 0
+        #: per-kernel state of the DPU engines (the instruction-set scheduler), dropped with it
+        self.services: dict[str, Any] = {}
         #: set by a process that failed with an exception the emulator could not route
         self.crashed: BaseException | None = None
         #: the time bound of the current :meth:`run`: host tasks act at an event or at it

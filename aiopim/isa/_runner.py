@@ -17,7 +17,6 @@ import concurrent.futures
 import itertools
 import math
 import os
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -721,13 +720,12 @@ def _pool(parts: int) -> concurrent.futures.ThreadPoolExecutor:
     return _POOL
 
 
-_SCHEDULERS: weakref.WeakKeyDictionary[Kernel, IsaScheduler] = weakref.WeakKeyDictionary()
-
-
 def _scheduler(kernel: Kernel) -> IsaScheduler:
-    s = _SCHEDULERS.get(kernel)
-    if s is None:
-        s = _SCHEDULERS[kernel] = IsaScheduler(kernel)
+    """The kernel's scheduler, kept on the kernel itself: a module-level table would keep every
+    finished emulator alive through the scheduler's DPUs."""
+    s = kernel.services.get("isa")
+    if not isinstance(s, IsaScheduler):
+        s = kernel.services["isa"] = IsaScheduler(kernel)
     return s
 
 
