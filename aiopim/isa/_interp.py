@@ -661,7 +661,9 @@ def run(
             db = code[pc, C_DB]
             hi = int(regs[t, db])
             lo = int(regs[t, db + 1])
-            dd = (av << (code[pc, C_CV] & 31)) & M32
+            # int(): in the pure-Python path av is a NumPy int64, and the 64-bit result below
+            # may exceed what an int64 holds before it is split into the pair
+            dd = int((av << (code[pc, C_CV] & 31)) & M32)
             if lo >= dd:
                 result64 = ((((hi << 1) | 1) & M32) << 32) | ((lo - dd) & M32)
             else:
