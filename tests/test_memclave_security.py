@@ -13,7 +13,7 @@ from memclave_helpers import ADD, KEY, OTHER_KEY, N, add_program, ready_rank, ru
 
 import aiopim
 from aiopim import memclave as mc
-from aiopim.isa import Instruction, encode
+from aiopim.isa import Instruction, assemble, encode
 from aiopim.isa.elfwriter import sample_dpu_elf
 from aiopim.memclave._crypto import (
     MODP_2048_P,
@@ -462,5 +462,43 @@ def test_default_scan_decodes_real_instructions(
             assert r.err == E.VUD_NOT_WAITING
             assert f"instruction 1 of the subkernel: {why}" in r.detail, r.detail
             assert not _ran(sk.name)
+
+    run(backend, main)
+
+
+# --- a binary subkernel runs on the instruction-set interpreter (no Python model) -----------
+SUBKERNEL_S = """
+        .set NR_TASKLETS, 1
+        .text
+__bootstrap:
+        move r0, value          // WRAM address of the value
+        move r1, out            // MRAM offset of the result
+        sdma r0, r1, 0          // 8 bytes WRAM -> MRAM
+        stop true, __bootstrap
+        .data
+        .balign 8
+value:
+        .quad 0x1234567890
+        .mram
+        .globl out
+out:
+        .zero 8
+        .size out, 8
+"""
+
+
+def test_binary_subkernel_runs_on_the_interpreter(backend: str) -> None:
+    sk = aiopim.load_elf(assemble(SUBKERNEL_S, "v1B"), name="interp-subkernel")
+    assert sk.model is None  # nothing stands in for the instructions
+
+    async def main() -> None:
+        r = await ready_rank()
+        await mc.vud_ime_load(r, sk)
+        await mc.vud_ime_launch(r)
+        await mc.vud_ime_wait(r)
+        assert r.err == E.VUD_OK, r.detail
+        out = np.zeros((64, 1), dtype=np.uint64)
+        await mc.vud_gather_from(r, 1, "out", out)
+        assert (out == 0x1234567890).all()
 
     run(backend, main)

@@ -1,4 +1,4 @@
-"""Every private ``aiopim._core`` name Memclave uses, in one place (re-pointed on refactors)."""
+"""Every private emulator name Memclave uses, in one place (re-pointed on refactors)."""
 
 from __future__ import annotations
 
