@@ -104,6 +104,7 @@ from ._semantics import (
     DK_REG,
     K_REG,
     MODE_JUMP,
+    MODE_PLAIN,
     MODE_SET,
     MUL_A_HIGH,
     MUL_A_SIGNED,
@@ -268,10 +269,17 @@ def run(
     rr = dv[D_RR]
     dma_min = dv[D_DMA_MIN]
     issued = 0
+    # counters of the issue loop, kept in locals and stored back at every return
+    instr = dv[D_INSTR]
+    last = dv[D_LAST]
+    lastpc = dv[D_LAST_PC]
     while True:
         if dma_min <= c:
             dv[D_CYCLE] = c
             dv[D_RR] = rr
+            dv[D_INSTR] = instr
+            dv[D_LAST] = last
+            dv[D_LAST_PC] = lastpc
             return R_DMA_DUE
         # pick the next ready thread in round-robin order
         t = -1
@@ -294,6 +302,9 @@ def run(
             if earliest == BIG and dma_min == BIG:
                 dv[D_CYCLE] = c
                 dv[D_RR] = rr
+                dv[D_INSTR] = instr
+                dv[D_LAST] = last
+                dv[D_LAST_PC] = lastpc
                 dv[D_END] = dv[D_LAST] + REVOLVER_CYCLES
                 return R_END
             nc = earliest if earliest < dma_min else dma_min
@@ -302,25 +313,34 @@ def run(
             if c >= cycle_limit:
                 dv[D_CYCLE] = c
                 dv[D_RR] = rr
+                dv[D_INSTR] = instr
+                dv[D_LAST] = last
+                dv[D_LAST_PC] = lastpc
                 return R_LIMIT
             c = nc
             continue
         if c >= cycle_limit:
             dv[D_CYCLE] = c
             dv[D_RR] = rr
+            dv[D_INSTR] = instr
+            dv[D_LAST] = last
+            dv[D_LAST_PC] = lastpc
             return R_LIMIT
         if issued >= max_issue:
             dv[D_CYCLE] = c
             dv[D_RR] = rr
+            dv[D_INSTR] = instr
+            dv[D_LAST] = last
+            dv[D_LAST_PC] = lastpc
             return R_STEP
 
         # ---- issue one instruction of thread t at cycle c ----
         pc = th[t, T_PC]
         rr = t
         issued += 1
-        dv[D_LAST] = c
-        dv[D_LAST_PC] = pc
-        dv[D_INSTR] += 1
+        last = c
+        lastpc = pc
+        instr += 1
         th[t, T_NEXT] = c + REVOLVER_CYCLES
         if pc < 0 or pc >= nprog:
             dv[D_FKIND] = FK_PC
@@ -328,6 +348,9 @@ def run(
             dv[D_FPC] = pc
             dv[D_CYCLE] = c
             dv[D_RR] = rr
+            dv[D_INSTR] = instr
+            dv[D_LAST] = last
+            dv[D_LAST_PC] = lastpc
             return R_FAULT
         op = code[pc, C_OP]
         npc = pc + 1
@@ -346,6 +369,47 @@ def run(
         dk = code[pc, C_DK]
         d = code[pc, C_D]
         flags = code[pc, C_FLAGS]
+        # fast path: the common 32-bit arithmetic and logic, plain or with a z/nz/true jump
+        if (dk == DK_REG or dk == DK_NONE) and mode != MODE_SET:
+            fx = -1
+            fcy = 0
+            if op == OP_ADD:
+                fs = av + bv
+                fx = fs & M32
+                fcy = fs >> 32
+            elif op == OP_SUB:
+                fs = av + ((~bv) & M32) + 1
+                fx = fs & M32
+                fcy = fs >> 32
+            elif op == OP_AND:
+                fx = av & bv
+            elif op == OP_OR:
+                fx = av | bv
+            elif op == OP_XOR:
+                fx = av ^ bv
+            elif op == OP_LSL:
+                fx = (av << (bv & 31)) & M32
+            elif op == OP_LSR:
+                fx = av >> (bv & 31)
+            if fx >= 0:
+                fcond = code[pc, C_COND]
+                if mode == MODE_PLAIN or fcond == CN_TRUE or fcond == CN_Z or fcond == CN_NZ:
+                    if flags & 1:
+                        th[t, T_ZF] = 1 if fx == 0 else 0
+                    if flags & 2:
+                        th[t, T_CF] = fcy
+                    if dk == DK_REG:
+                        regs[t, d] = fx
+                    if mode == MODE_JUMP and (
+                        fcond == CN_TRUE
+                        or (fcond == CN_Z and fx == 0)
+                        or (fcond == CN_NZ and fx != 0)
+                    ):
+                        th[t, T_PC] = code[pc, C_PC]
+                    else:
+                        th[t, T_PC] = npc
+                    c += 1
+                    continue
         # values the condition and the flags need
         x = 0  # the tested 32-bit value
         zx = 0  # the value ZF is computed from
@@ -580,6 +644,9 @@ def run(
                 dv[D_REQ] = t
                 dv[D_CYCLE] = c + 1
                 dv[D_RR] = rr
+                dv[D_INSTR] = instr
+                dv[D_LAST] = last
+                dv[D_LAST_PC] = lastpc
                 return R_DMA_REQUEST
         elif op == OP_ACQUIRE or op == OP_RELEASE:
             v = (av + bv) & 0xFFFF
@@ -618,7 +685,7 @@ def run(
             if pm == 1:
                 tv = dv[D_PERF_ACC] + c - dv[D_PERF_MARK]
             elif pm == 2:
-                tv = dv[D_PERF_ACC] + dv[D_INSTR] - 1 - dv[D_PERF_MARK]
+                tv = dv[D_PERF_ACC] + instr - 1 - dv[D_PERF_MARK]
             else:
                 tv = dv[D_PERF_ACC]
             x = (tv >> 4) & M32
@@ -631,7 +698,7 @@ def run(
                     pm = newmode if newmode != 3 else 0
                 dv[D_PERF_MODE] = pm
                 dv[D_PERF_ACC] = acc
-                dv[D_PERF_MARK] = c if pm == 1 else dv[D_INSTR] - 1
+                dv[D_PERF_MARK] = c if pm == 1 else instr - 1
             flags = 0
         elif op == OP_CALL:
             result = npc
@@ -686,6 +753,9 @@ def run(
             dv[D_FPC] = pc
             dv[D_CYCLE] = c
             dv[D_RR] = rr
+            dv[D_INSTR] = instr
+            dv[D_LAST] = last
+            dv[D_LAST_PC] = lastpc
             if fault == FK_SAFE and dk == DK_REG:
                 regs[t, d] = result
             return R_FAULT
