@@ -393,7 +393,14 @@ def run(
                 fx = av >> (bv & 31)
             if fx >= 0:
                 fcond = code[pc, C_COND]
-                if mode == MODE_PLAIN or fcond == CN_TRUE or fcond == CN_Z or fcond == CN_NZ:
+                if (
+                    mode == MODE_PLAIN
+                    or fcond == CN_TRUE
+                    or fcond == CN_Z
+                    or fcond == CN_NZ
+                    or fcond == CN_LTU
+                    or fcond == CN_GEU
+                ):
                     if flags & 1:
                         th[t, T_ZF] = 1 if fx == 0 else 0
                     if flags & 2:
@@ -404,12 +411,45 @@ def run(
                         fcond == CN_TRUE
                         or (fcond == CN_Z and fx == 0)
                         or (fcond == CN_NZ and fx != 0)
+                        or (fcond == CN_LTU and fcy == 0)
+                        or (fcond == CN_GEU and fcy != 0)
                     ):
                         th[t, T_PC] = code[pc, C_PC]
                     else:
                         th[t, T_PC] = npc
                     c += 1
                     continue
+        # fast path: aligned little-endian lw/ld inside WRAM that set no flags
+        if op == OP_LOAD and flags == 0 and dk != DK_NONE and code[pc, C_ENDIAN] == 0:
+            fsub = code[pc, C_SUB]
+            fsize = fsub & (15 | SUB_SAFE)
+            fa = (av + code[pc, C_BV]) & M32
+            if fsize == 4 and dk == DK_REG and fa + 4 <= wram_size and fa & 3 == 0:
+                regs[t, d] = (
+                    int(wram[fa])
+                    | (int(wram[fa + 1]) << 8)
+                    | (int(wram[fa + 2]) << 16)
+                    | (int(wram[fa + 3]) << 24)
+                )
+                th[t, T_PC] = npc
+                c += 1
+                continue
+            if fsize == 8 and fa + 8 <= wram_size and fa & 7 == 0:
+                regs[t, d] = (
+                    int(wram[fa + 4])
+                    | (int(wram[fa + 5]) << 8)
+                    | (int(wram[fa + 6]) << 16)
+                    | (int(wram[fa + 7]) << 24)
+                )
+                regs[t, d + 1] = (
+                    int(wram[fa])
+                    | (int(wram[fa + 1]) << 8)
+                    | (int(wram[fa + 2]) << 16)
+                    | (int(wram[fa + 3]) << 24)
+                )
+                th[t, T_PC] = npc
+                c += 1
+                continue
         # values the condition and the flags need
         x = 0  # the tested 32-bit value
         zx = 0  # the value ZF is computed from
