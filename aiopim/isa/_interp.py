@@ -285,6 +285,13 @@ def run(
         t = -1
         earliest = BIG
         k = 0
+        # the common case first: the thread after the last issuer is ready
+        u = rr + 1
+        if u >= nthreads:
+            u = 0
+        if nthreads > 0 and th[u, T_RUN] == RUN_READY and th[u, T_NEXT] <= c:
+            t = u
+            k = nthreads
         while k < nthreads:
             u = rr + 1 + k
             if u >= nthreads:
