@@ -9,6 +9,8 @@ every array alive while the table is in use.
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
 from typing import Any
 
 import numba
@@ -21,6 +23,31 @@ from ._semantics import NCOL
 
 for _fn in (I.cycles_ps, I.first_cycle, I.dma_request):
     register_jitable(_fn)
+
+
+def _drop_stale_cache() -> None:
+    """numba keys this module's disk cache on this file alone, but the functions below compile
+    :mod:`._interp`'s loop into themselves: when ``_interp.py`` (or ``_semantics.py``) changes,
+    their cached machine code must go, or an old loop would run."""
+    sources = [Path(I.__file__), Path(__file__).with_name("_semantics.py")]
+    stamp = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()
+    cache = Path(__file__).with_name("__pycache__")
+    marker = cache / "_jitptr.sources-sha256"
+    try:
+        if marker.read_text() == stamp:
+            return
+    except OSError:
+        pass
+    try:
+        for stale in cache.glob("_jitptr.*.nb[ic]"):
+            stale.unlink(missing_ok=True)
+        cache.mkdir(exist_ok=True)
+        marker.write_text(stamp)
+    except OSError:
+        pass  # a read-only install: numba falls back to its own cache directory
+
+
+_drop_stale_cache()
 
 _loop = I.get_run(True)
 
