@@ -15,6 +15,18 @@ if TYPE_CHECKING:
     from .._machine._rank import Rank
 
 
+def check_control(ranks: list[Rank], owner: str | None = None) -> None:
+    """Refuse callers other than the library that owns a rank's control plane (``None``: the
+    SDK; Memclave locks the ranks it holds)."""
+    for r in ranks:
+        if r.control_owner != owner:
+            raise DpuError(
+                DpuErrorCode.DPU_ERR_DRIVER,
+                f"rank {r.index} is owned by {r.control_owner or 'the SDK'}: its control plane is "
+                f"locked for {owner or 'the SDK'}",
+            )
+
+
 class DpuSetKind(IntEnum):
     """``dpu_set_kind_t``."""
 
@@ -57,13 +69,7 @@ class DpuSetBase:
     def check_owned(self) -> None:
         """Raise ``DPU_ERR_INVALID_DPU_SET`` unless the allocation is live and owns the ranks."""
         ranks = [self._dpu.rank] if self._dpu is not None else self._ranks
-        for r in ranks:
-            if r.control_owner is not None:
-                raise DpuError(
-                    DpuErrorCode.DPU_ERR_DRIVER,
-                    f"rank {r.index} is owned by {r.control_owner}: its control plane is locked "
-                    "for the SDK",
-                )
+        check_control(ranks)
         if self._owner.freed or any(r.owner is not self._owner for r in ranks):
             raise DpuError(
                 DpuErrorCode.DPU_ERR_INVALID_DPU_SET,

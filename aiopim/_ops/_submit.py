@@ -10,7 +10,7 @@ from typing import Any
 from .._errors import DpuError, DpuErrorCode, JobType
 from .._machine._jobs import Job, JobFailed, SyncGroup
 from .._machine._rank import Rank
-from ._set import DpuSetBase
+from ._set import DpuSetBase, check_control
 
 E = DpuErrorCode
 
@@ -24,18 +24,6 @@ callback_ranks: contextvars.ContextVar[frozenset[int] | None] = contextvars.Cont
 counted_callback: contextvars.ContextVar[list[Rank] | None] = contextvars.ContextVar(
     "aiopim_counted_callback", default=None
 )
-
-
-def check_control(ranks: list[Rank], owner: str | None = None) -> None:
-    """Refuse callers other than the library that owns a rank's control plane (``None``: the
-    SDK; Memclave locks the ranks it holds)."""
-    for r in ranks:
-        if r.control_owner != owner:
-            raise DpuError(
-                E.DPU_ERR_DRIVER,
-                f"rank {r.index} is owned by {r.control_owner or 'the SDK'}: its control plane is "
-                f"locked for {owner or 'the SDK'}",
-            )
 
 
 def check_sticky(ranks: list[Rank]) -> None:
