@@ -7,6 +7,7 @@ import contextvars
 from collections.abc import Callable
 from typing import Any
 
+from .._dpulist import format_dpu_list
 from .._errors import DpuError, DpuErrorCode, JobType
 from .._machine._jobs import Job, JobFailed, SyncGroup
 from .._machine._rank import Rank
@@ -110,8 +111,7 @@ async def submit(
 
 def _describe_wait(ranks: list[Rank], parallel: bool) -> str:
     what = "SYNC_PARALLEL" if parallel else "SYNC"
-    idx = [r.index for r in ranks]
-    return f"{what} job(s) on rank(s) {idx if len(idx) <= 8 else f'{idx[:8]}...'}"
+    return f"{what} job(s) on rank(s) [{format_dpu_list(r.index for r in ranks)}]"
 
 
 async def _run_inline(dset: DpuSetBase, job: Job | None) -> None:
