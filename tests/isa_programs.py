@@ -154,6 +154,7 @@ class Machine:
             threads, 4096 * 8, 64 << 20
         )
         self.wram = np.zeros(wram_size, np.uint8)
+        self.scratch = I.scratch(threads)
         self.fn = I.get_run(jit)
 
     def set(self, thread: int = 0, **values: int) -> Machine:
@@ -179,6 +180,7 @@ class Machine:
                 self.dma,
                 cycles,
                 steps,
+                self.scratch,
             )
         )
 

@@ -22,6 +22,17 @@ State (all owned by the caller, mutated in place):
 
 Issue rule: one instruction per cycle per DPU, a thread at most once every
 ``REVOLVER_CYCLES`` cycles, ready threads in round-robin order after the last issuer.
+
+Windows. When the n ready threads are in steady round-robin issue, every one of them issues
+every ``max(n, REVOLVER_CYCLES)`` cycles at a fixed offset, until an instruction changes the set
+of ready threads (a DMA, ``stop``, ``boot``, ``resume``...), touches state other threads read
+(a store, an atomic bit), reads the clock, or faults. Instructions other than those only read
+WRAM and write their own thread's registers, flags and PC, so they commute between threads: the
+loop then runs such a window one thread after the other (each for up to ``WINDOW_ROUNDS`` of its
+slots), which executes the same instructions at the same cycles with the same results as issuing
+them cycle by cycle, and predicts far better. The first slot holding any other instruction ends
+the window there (threads already run past it are run again from a snapshot of the registers
+and thread states); that instruction then issues cycle by cycle as usual.
 """
 
 from __future__ import annotations
@@ -218,9 +229,19 @@ D_PS_DEN: Final = 21
 D_DMA_FREE: Final = 22  # time the DMA engine is free again (ps)
 D_DMA_REQS: Final = 23  # DMA requests served since boot
 D_DMA_BYTES: Final = 24  # bytes moved by them
-ND: Final = 25
+D_ROUNDS: Final = 25  # slots per thread of the next window (0: not set yet)
+ND: Final = 26
 
 BIG: Final = 1 << 62
+
+# ---- windows ----------------------------------------------------------------------------------
+#: most slots of each thread in one window
+WINDOW_ROUNDS: Final = 64
+#: columns of the work array: registers (0-31) and thread state (SCR_TH...) saved at the start
+#: of a window, then the window's issue order (one thread per row)
+SCR_TH: Final = 32
+SCR_ORDER: Final = SCR_TH + NTH
+NSCR: Final = SCR_ORDER + 1
 
 # ---- stop reasons -----------------------------------------------------------------------------
 R_LIMIT: Final = 0
@@ -249,6 +270,183 @@ DMA_LDMAI: Final = 3
 M32: Final = 0xFFFFFFFF
 
 
+def thread_slots(
+    code: npt.NDArray[np.int64],
+    regs: npt.NDArray[np.int64],
+    th: npt.NDArray[np.int64],
+    wram: npt.NDArray[np.uint8],
+    atomic: npt.NDArray[np.uint8],
+    t: int,
+    cs: int,
+    fe: int,
+    per: int,
+) -> tuple[int, int, int]:
+    """Inside a window: issue thread ``t``'s instructions at its slots ``cs, cs + per, ...``
+    before ``fe`` while they are of the commonest kinds (32-bit add/sub/logic/shift, plain or
+    with a z/nz/ltu/geu/true jump; aligned little-endian ``lw``/``ld``; ``call``/``jump``; an
+    ``acquire`` of a bit already set),
+    with the thread's PC and flags in locals. Returns the first slot not issued, the number
+    issued and the PC of the last one (-1 if none); the caller issues the rest."""
+    nprog = code.shape[0]
+    wram_size = wram.shape[0]
+    pc = th[t, T_PC]
+    zf = th[t, T_ZF]
+    cf = th[t, T_CF]
+    n = 0
+    lastpc = -1
+    while cs < fe:
+        if pc < 0 or pc >= nprog:
+            break
+        op = code[pc, C_OP]
+        dk = code[pc, C_DK]
+        av = code[pc, C_AV]
+        if code[pc, C_AK] == K_REG:
+            av = regs[t, av]
+        if op == OP_LOAD:
+            if code[pc, C_FLAGS] != 0 or dk == DK_NONE or code[pc, C_ENDIAN] != 0:
+                break
+            fsize = code[pc, C_SUB] & (15 | SUB_SAFE)
+            fa = (av + code[pc, C_BV]) & M32
+            d = code[pc, C_D]
+            if fsize == 4 and dk == DK_REG and fa + 4 <= wram_size and fa & 3 == 0:
+                regs[t, d] = (
+                    int(wram[fa])
+                    | (int(wram[fa + 1]) << 8)
+                    | (int(wram[fa + 2]) << 16)
+                    | (int(wram[fa + 3]) << 24)
+                )
+            elif fsize == 8 and fa + 8 <= wram_size and fa & 7 == 0:
+                regs[t, d] = (
+                    int(wram[fa + 4])
+                    | (int(wram[fa + 5]) << 8)
+                    | (int(wram[fa + 6]) << 16)
+                    | (int(wram[fa + 7]) << 24)
+                )
+                regs[t, d + 1] = (
+                    int(wram[fa])
+                    | (int(wram[fa + 1]) << 8)
+                    | (int(wram[fa + 2]) << 16)
+                    | (int(wram[fa + 3]) << 24)
+                )
+            else:
+                break
+            lastpc = pc
+            pc += 1
+        elif op == OP_ACQUIRE:
+            # an acquire of a bit already set (a spin on a held lock) changes no state
+            bv = code[pc, C_BV]
+            if code[pc, C_BK] == K_REG:
+                bv = regs[t, bv]
+            wv = ((av & M32) + (bv & M32)) & 0xFFFF
+            if atomic[((wv >> 8) ^ wv) & 0xFF] == 0 or dk != DK_NONE:
+                break
+            mode = code[pc, C_MODE]
+            taken = False
+            if mode == MODE_JUMP:
+                fcond = code[pc, C_COND]
+                if fcond == CN_NZ or fcond == CN_TRUE:
+                    taken = True
+                elif fcond != CN_Z:
+                    break
+            elif mode != MODE_PLAIN:
+                break
+            flags = code[pc, C_FLAGS]
+            if flags & 1:
+                zf = 0
+            if flags & 2:
+                cf = 0
+            lastpc = pc
+            if taken:
+                pc = code[pc, C_PC]
+            else:
+                pc += 1
+        elif op == OP_CALL:
+            if code[pc, C_FLAGS] != 0:
+                break
+            bv = code[pc, C_BV]
+            if code[pc, C_BK] == K_REG:
+                bv = regs[t, bv]
+            if dk == DK_REG:
+                regs[t, code[pc, C_D]] = (pc + 1) & M32
+            elif dk != DK_NONE:
+                break
+            lastpc = pc
+            pc = (av + bv) & M32
+        else:
+            mode = code[pc, C_MODE]
+            if mode == MODE_SET or (dk != DK_REG and dk != DK_NONE):
+                break
+            bv = code[pc, C_BV]
+            if code[pc, C_BK] == K_REG:
+                bv = regs[t, bv]
+            av &= M32
+            bv &= M32
+            fcy = 0
+            if op == OP_ADD:
+                fs = av + bv
+                fx = fs & M32
+                fcy = fs >> 32
+            elif op == OP_SUB:
+                fs = av + ((~bv) & M32) + 1
+                fx = fs & M32
+                fcy = fs >> 32
+            elif op == OP_AND:
+                fx = av & bv
+            elif op == OP_OR:
+                fx = av | bv
+            elif op == OP_XOR:
+                fx = av ^ bv
+            elif op == OP_LSL:
+                fx = (av << (bv & 31)) & M32
+            elif op == OP_LSR:
+                fx = av >> (bv & 31)
+            elif op == OP_ADDC:
+                fs = av + bv + cf
+                fx = fs & M32
+                fcy = fs >> 32
+            elif op == OP_SUBC:
+                fs = av + ((~bv) & M32) + cf
+                fx = fs & M32
+                fcy = fs >> 32
+            else:
+                break
+            taken = False
+            if mode == MODE_JUMP:
+                fcond = code[pc, C_COND]
+                if fcond == CN_TRUE:
+                    taken = True
+                elif fcond == CN_Z:
+                    taken = fx == 0
+                elif fcond == CN_NZ:
+                    taken = fx != 0
+                elif fcond == CN_LTU:
+                    taken = fcy == 0
+                elif fcond == CN_GEU:
+                    taken = fcy != 0
+                else:
+                    break
+            flags = code[pc, C_FLAGS]
+            if flags & 1:
+                zf = 1 if fx == 0 else 0
+            if flags & 2:
+                cf = fcy
+            if dk == DK_REG:
+                regs[t, code[pc, C_D]] = fx
+            lastpc = pc
+            if taken:
+                pc = code[pc, C_PC]
+            else:
+                pc += 1
+        n += 1
+        cs += per
+    th[t, T_PC] = pc
+    th[t, T_ZF] = zf
+    th[t, T_CF] = cf
+    if n > 0:
+        th[t, T_NEXT] = cs - per + REVOLVER_CYCLES
+    return cs, n, lastpc
+
+
 def run(
     code: npt.NDArray[np.int64],
     regs: npt.NDArray[np.int64],
@@ -259,9 +457,11 @@ def run(
     dma: npt.NDArray[np.int64],
     cycle_limit: int,
     max_issue: int,
+    scratch: npt.NDArray[np.int64],
 ) -> int:
     """Run until ``cycle_limit`` (exclusive) or a stop reason; at most ``max_issue``
-    instructions (``R_STEP`` when reached; pass a huge number for no bound)."""
+    instructions (``R_STEP`` when reached; pass a huge number for no bound). ``scratch`` is an
+    ``int64[>= threads, NSCR]`` work array (see :func:`scratch`)."""
     nprog = code.shape[0]
     nthreads = dv[D_NTHREADS]
     wram_size = wram.shape[0]
@@ -273,73 +473,236 @@ def run(
     instr = dv[D_INSTR]
     last = dv[D_LAST]
     lastpc = dv[D_LAST_PC]
+    # ---- thread-major windows (see "Windows" in the module docstring) ----
+    fw = False  # inside a window
+    fend = False  # the slot ``cs`` of thread ``t`` cannot be issued in the window
+    cool = 0  # exact issues left before the next attempt to open a window
+    rounds = dv[D_ROUNDS]  # slots per thread of the next window (halved by a re-run)
+    if rounds <= 0:
+        rounds = WINDOW_ROUNDS
+    nf = 0  # ready threads of the window, in issue order in ``scratch[:, SCR_ORDER]``
+    per = 0  # cycles between two issues of one thread
+    c0 = 0  # first cycle of the window
+    fe = 0  # end of the window (exclusive)
+    k = 0  # index of the thread being run
+    cs = 0  # cycle of its current slot
+    t = 0
+    w_instr = w_issued = w_last = w_rr = w_lastpc = 0  # counters at the window's start
+    b_last = b_rr = b_lastpc = 0  # latest issue of the threads done so far
+    s_last = s_rr = s_lastpc = s_next = 0  # before the current slot (undone if it cannot issue)
     while True:
-        if dma_min <= c:
-            dv[D_CYCLE] = c
-            dv[D_RR] = rr
-            dv[D_INSTR] = instr
-            dv[D_LAST] = last
-            dv[D_LAST_PC] = lastpc
-            return R_DMA_DUE
-        # pick the next ready thread in round-robin order
-        t = -1
-        earliest = BIG
-        k = 0
-        # the common case first: the thread after the last issuer is ready
-        u = rr + 1
-        if u >= nthreads:
-            u = 0
-        if nthreads > 0 and th[u, T_RUN] == RUN_READY and th[u, T_NEXT] <= c:
-            t = u
-            k = nthreads
-        while k < nthreads:
-            u = rr + 1 + k
-            if u >= nthreads:
-                u -= nthreads
-            k += 1
-            if th[u, T_RUN] != RUN_READY:
+        if fw:
+            if fend:
+                fend = False
+                fe = cs
+                if b_last >= fe:
+                    # a thread run before this one issued at or after the new end: run the
+                    # window again from its start (threads only read shared state inside it),
+                    # and open shorter windows from now on
+                    if rounds > 2:
+                        rounds >>= 1
+                    for kk in range(k + 1):
+                        q = scratch[kk, SCR_ORDER]
+                        for j in range(32):
+                            regs[q, j] = scratch[q, j]
+                        for j in range(NTH):
+                            th[q, j] = scratch[q, SCR_TH + j]
+                    instr = w_instr
+                    issued = w_issued
+                    last = b_last = w_last
+                    rr = b_rr = w_rr
+                    lastpc = b_lastpc = w_lastpc
+                    k = 0
+                    t = scratch[0, SCR_ORDER]
+                    cs = c0
+            else:
+                cs += per
+            if cs < fe:
+                cs, done, donepc = thread_slots(code, regs, th, wram, atomic, t, cs, fe, per)
+                if done > 0:
+                    instr += done
+                    issued += done
+                    rr = t
+                    last = cs - per
+                    lastpc = donepc
+            while cs >= fe:
+                if last > b_last:
+                    b_last = last
+                    b_rr = rr
+                    b_lastpc = lastpc
+                k += 1
+                if k >= nf:
+                    break
+                t = scratch[k, SCR_ORDER]
+                for j in range(32):
+                    scratch[t, j] = regs[t, j]
+                for j in range(NTH):
+                    scratch[t, SCR_TH + j] = th[t, j]
+                cs = c0 + k
+            if k >= nf:
+                # the window is done: every issue before ``fe`` happened
+                fw = False
+                c = fe
+                last = b_last
+                rr = b_rr
+                lastpc = b_lastpc
+                if fe == c0 + rounds * per:
+                    cool = 0
+                    if rounds < WINDOW_ROUNDS:
+                        rounds <<= 1
+                else:
+                    cool = nthreads + 1
                 continue
-            nx = th[u, T_NEXT]
-            if nx <= c:
-                t = u
-                break
-            if nx < earliest:
-                earliest = nx
-        if t < 0:
-            if earliest == BIG and dma_min == BIG:
+            pc = th[t, T_PC]
+            if pc < 0 or pc >= nprog:
+                fend = True
+                continue
+            op = code[pc, C_OP]
+            if (op >= OP_STORE and op <= OP_TIME_CFG) or op == OP_ILLEGAL:
+                # these end the window, except when they change nothing another thread sees:
+                # an acquire of a bit already set, a boot/resume of a thread not stopped, a
+                # clr_run of a thread not ready (no thread can change those inside a window)
+                ok = False
+                if op == OP_ACQUIRE or (op >= OP_BOOT and op <= OP_READ_RUN):
+                    wa = code[pc, C_AV]
+                    if code[pc, C_AK] == K_REG:
+                        wa = regs[t, wa]
+                    wb = code[pc, C_BV]
+                    if code[pc, C_BK] == K_REG:
+                        wb = regs[t, wb]
+                    wv = ((wa & M32) + (wb & M32)) & 0xFFFF
+                    wi = ((wv >> 8) ^ wv) & 0xFF
+                    if op == OP_ACQUIRE:
+                        ok = atomic[wi] != 0
+                    elif wi >= nthreads or op == OP_READ_RUN:
+                        ok = True  # a fault (which ends the window) or a read
+                    elif op == OP_CLR_RUN:
+                        ok = th[wi, T_RUN] != RUN_READY
+                    else:
+                        ok = th[wi, T_RUN] != RUN_STOPPED
+                if not ok:
+                    fend = True
+                    continue
+            c = cs
+            s_last = last
+            s_rr = rr
+            s_lastpc = lastpc
+            s_next = th[t, T_NEXT]
+        else:
+            if dma_min <= c:
                 dv[D_CYCLE] = c
                 dv[D_RR] = rr
                 dv[D_INSTR] = instr
                 dv[D_LAST] = last
                 dv[D_LAST_PC] = lastpc
-                dv[D_END] = dv[D_LAST] + REVOLVER_CYCLES
-                return R_END
-            nc = earliest if earliest < dma_min else dma_min
-            if nc >= cycle_limit and c < cycle_limit:
-                nc = cycle_limit
+                dv[D_ROUNDS] = rounds
+                return R_DMA_DUE
+            if cool <= 0 and c < cycle_limit and nthreads > 0:
+                # open a window if the ready threads are in steady round-robin issue: the
+                # first ready thread after the last issuer issues next, at c0 (nobody issues
+                # before it), and the k-th one may issue at c0 + k
+                nf = 0
+                steady = True
+                c0 = c
+                for q in range(nthreads):
+                    u = rr + 1 + q
+                    if u >= nthreads:
+                        u -= nthreads
+                    if th[u, T_RUN] == RUN_READY:
+                        nx = th[u, T_NEXT]
+                        if nf == 0 and nx > c0:
+                            c0 = nx
+                        if nx > c0 + nf or (c0 > c and nx < c0):
+                            steady = False
+                            break
+                        scratch[nf, SCR_ORDER] = u
+                        nf += 1
+                per = nf if nf > REVOLVER_CYCLES else REVOLVER_CYCLES
+                fe = c0 + rounds * per
+                if fe > cycle_limit:
+                    fe = cycle_limit
+                if fe > dma_min:
+                    fe = dma_min
+                if steady and nf > 0 and c0 < fe and issued + nf * rounds <= max_issue:
+                    w_instr = instr
+                    w_issued = issued
+                    w_last = b_last = last
+                    w_rr = b_rr = rr
+                    w_lastpc = b_lastpc = lastpc
+                    k = 0
+                    t = scratch[0, SCR_ORDER]
+                    for j in range(32):
+                        scratch[t, j] = regs[t, j]
+                    for j in range(NTH):
+                        scratch[t, SCR_TH + j] = th[t, j]
+                    cs = c0 - per
+                    fw = True
+                    continue
+                cool = nthreads
+            cool -= 1
+            # pick the next ready thread in round-robin order
+            t = -1
+            earliest = BIG
+            k = 0
+            # the common case first: the thread after the last issuer is ready
+            u = rr + 1
+            if u >= nthreads:
+                u = 0
+            if nthreads > 0 and th[u, T_RUN] == RUN_READY and th[u, T_NEXT] <= c:
+                t = u
+                k = nthreads
+            while k < nthreads:
+                u = rr + 1 + k
+                if u >= nthreads:
+                    u -= nthreads
+                k += 1
+                if th[u, T_RUN] != RUN_READY:
+                    continue
+                nx = th[u, T_NEXT]
+                if nx <= c:
+                    t = u
+                    break
+                if nx < earliest:
+                    earliest = nx
+            if t < 0:
+                if earliest == BIG and dma_min == BIG:
+                    dv[D_CYCLE] = c
+                    dv[D_RR] = rr
+                    dv[D_INSTR] = instr
+                    dv[D_LAST] = last
+                    dv[D_LAST_PC] = lastpc
+                    dv[D_ROUNDS] = rounds
+                    dv[D_END] = dv[D_LAST] + REVOLVER_CYCLES
+                    return R_END
+                nc = earliest if earliest < dma_min else dma_min
+                if nc >= cycle_limit and c < cycle_limit:
+                    nc = cycle_limit
+                if c >= cycle_limit:
+                    dv[D_CYCLE] = c
+                    dv[D_RR] = rr
+                    dv[D_INSTR] = instr
+                    dv[D_LAST] = last
+                    dv[D_LAST_PC] = lastpc
+                    dv[D_ROUNDS] = rounds
+                    return R_LIMIT
+                c = nc
+                continue
             if c >= cycle_limit:
                 dv[D_CYCLE] = c
                 dv[D_RR] = rr
                 dv[D_INSTR] = instr
                 dv[D_LAST] = last
                 dv[D_LAST_PC] = lastpc
+                dv[D_ROUNDS] = rounds
                 return R_LIMIT
-            c = nc
-            continue
-        if c >= cycle_limit:
-            dv[D_CYCLE] = c
-            dv[D_RR] = rr
-            dv[D_INSTR] = instr
-            dv[D_LAST] = last
-            dv[D_LAST_PC] = lastpc
-            return R_LIMIT
-        if issued >= max_issue:
-            dv[D_CYCLE] = c
-            dv[D_RR] = rr
-            dv[D_INSTR] = instr
-            dv[D_LAST] = last
-            dv[D_LAST_PC] = lastpc
-            return R_STEP
+            if issued >= max_issue:
+                dv[D_CYCLE] = c
+                dv[D_RR] = rr
+                dv[D_INSTR] = instr
+                dv[D_LAST] = last
+                dv[D_LAST_PC] = lastpc
+                dv[D_ROUNDS] = rounds
+                return R_STEP
 
         # ---- issue one instruction of thread t at cycle c ----
         pc = th[t, T_PC]
@@ -358,6 +721,7 @@ def run(
             dv[D_INSTR] = instr
             dv[D_LAST] = last
             dv[D_LAST_PC] = lastpc
+            dv[D_ROUNDS] = rounds
             return R_FAULT
         op = code[pc, C_OP]
         npc = pc + 1
@@ -694,6 +1058,7 @@ def run(
                 dv[D_INSTR] = instr
                 dv[D_LAST] = last
                 dv[D_LAST_PC] = lastpc
+                dv[D_ROUNDS] = rounds
                 return R_DMA_REQUEST
         elif op == OP_ACQUIRE or op == OP_RELEASE:
             v = (av + bv) & 0xFFFF
@@ -793,6 +1158,16 @@ def run(
             fault = FK_ILLEGAL
 
         if fault != FK_NONE:
+            if fw:
+                # inside a window a fault is not issued there: undo the slot, end the window
+                th[t, T_NEXT] = s_next
+                rr = s_rr
+                last = s_last
+                lastpc = s_lastpc
+                issued -= 1
+                instr -= 1
+                fend = True
+                continue
             dv[D_FKIND] = fault
             dv[D_FCODE] = faddr if fault == FK_SOFTWARE else 0
             dv[D_FADDR] = faddr
@@ -803,6 +1178,7 @@ def run(
             dv[D_INSTR] = instr
             dv[D_LAST] = last
             dv[D_LAST_PC] = lastpc
+            dv[D_ROUNDS] = rounds
             if fault == FK_SAFE and dk == DK_REG:
                 regs[t, d] = result
             return R_FAULT
@@ -941,6 +1317,11 @@ State = tuple[
 ]
 
 
+def scratch(nthreads: int) -> npt.NDArray[np.int64]:
+    """A work array for :func:`run` on DPUs of up to ``nthreads`` threads."""
+    return np.zeros((max(nthreads, 1), NSCR), np.int64)
+
+
 def fresh_state(nthreads: int, iram_bytes: int, mram_bytes: int) -> State:
     """``(regs, th, dv, atomic, dma)`` of a DPU at launch: thread 0 ready at PC 0, registers,
     flags and atomic bits 0, the performance counter counting cycles from 0."""
@@ -989,7 +1370,9 @@ def get_run(jit: bool) -> Callable[..., int]:
         return run
     if _JIT_RUN is None:
         import numba
+        from numba.extending import register_jitable
 
+        register_jitable(thread_slots)
         _JIT_RUN = numba.njit(cache=True, nogil=True)(run)
     return _JIT_RUN
 
@@ -1130,6 +1513,10 @@ def run_dpus(
     ``until_ps``, serving DMA requests and resident-page transfers in the loop; ``reasons[j]``
     is ``R_LIMIT`` or what DPU ``sel[j]`` needs from Python. Returns how many need it."""
     need = 0
+    most = 1
+    for j in range(sel.shape[0]):
+        most = max(most, dvs[sel[j]][D_NTHREADS])
+    work = np.zeros((most, NSCR), np.int64)
     for j in range(sel.shape[0]):
         i = sel[j]
         dv = dvs[i]
@@ -1138,7 +1525,7 @@ def run_dpus(
         wram = wrams[i]
         limit = first_cycle(until_ps, dv[D_BOOT_PS], dv[D_PS_NUM], dv[D_PS_DEN])
         while True:
-            r = run(codes[i], regs[i], th, dv, atomics[i], wram, dma, limit, BIG)
+            r = run(codes[i], regs[i], th, dv, atomics[i], wram, dma, limit, BIG, work)
             if r == R_DMA_REQUEST:
                 dma_request(th, dv, dma)
                 continue

@@ -198,6 +198,7 @@ class IsaRunner(DpuRunner):
         n = chip.nr_threads
         self.nr_threads = n
         self.regs, self.th, self.dv, self.atomic, self.dma = I.fresh_state(n, 0, 0)
+        self.scratch = I.scratch(n)
         self.th[0, I.T_RUN] = I.RUN_STOPPED
         self.program: ElfProgram | None = None
         self.binary: DecodedBinary | None = None
@@ -235,6 +236,7 @@ class IsaRunner(DpuRunner):
         self.regs, self.th, self.dv, self.atomic, self.dma = I.fresh_state(
             self.nr_threads, len(self.dpu.iram), self.dpu.mram.size
         )
+        self.scratch = I.scratch(self.nr_threads)
         self.boot_ps = self.dpu.kernel.now
         num, den = _clock_ratio(self.dpu.chip.frequency_hz)
         self.dv[I.D_BOOT_PS] = self.boot_ps
@@ -314,6 +316,7 @@ class IsaRunner(DpuRunner):
                 self.dma,
                 limit,
                 step,
+                self.scratch,
             )
             if self.trace is not None:
                 self._record_trace()

@@ -1,0 +1,188 @@
+"""Thread-major windows of the interpreter loop issue exactly what cycle-by-cycle issue does.
+
+The loop runs the ready threads of a DPU one after the other inside a window (see
+``aiopim/isa/_interp.py``). A run with at most one instruction per call never opens a window,
+so it is the cycle-by-cycle reference: from the same random state, random programs (mostly
+the instructions windows run, plus stores, atomics, thread control, faults) on 1-16 ready
+threads must leave identical registers, flags, PCs, thread states, issue times, WRAM, atomic
+bits, counters and stop reason after the same number of instructions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from isa_programs import Asm, Machine
+
+from aiopim.isa import _interp as I
+from aiopim.isa import _tables as T
+from aiopim.isa import assemble_program, text_words
+from aiopim.isa._codec import EncodeError, Instruction, encode
+
+_PC = T.FIELD_NAMES.index("pc")
+#: what windows run on the fast path or through the general step, and what ends them
+_WINDOW_FAMILIES = {"add", "sub", "addc", "subc", "and", "or", "xor", "lsl", "lsr", "lw", "ld"}
+_WINDOW_FAMILIES |= {"lbu", "lhs", "call", "move", "cmpb4", "asr", "rol", "acquire", "resume"}
+_OTHER_FAMILIES = {"sw", "sb", "sd", "release", "stop", "boot", "clr_run", "read_run", "time"}
+_OTHER_FAMILIES |= {"mul_ul_ul", "lsl_add", "extsb", "sats", "nop", "fault"}
+
+
+def _sigs(families: set[str]) -> list[int]:
+    return [
+        s
+        for s in range(len(T.SIG_KEYWORD))
+        if T.MNEMONICS[T.SIG_FAMILY[s]] in families and T.SIG_KEYWORD[s].split(".")[0] != "hash"
+    ]
+
+
+WINDOW_SIGS = _sigs(_WINDOW_FAMILIES)
+OTHER_SIGS = _sigs(_OTHER_FAMILIES)
+
+
+@st.composite
+def instruction(draw: st.DrawFn, length: int) -> int:
+    pool = WINDOW_SIGS if draw(st.integers(0, 9)) < 8 else OTHER_SIGS
+    sig = draw(st.sampled_from(pool))
+    raw = [0] * len(T.FIELD_NAMES)
+    for fid, width, allowed, _pieces, implicit, zero, _rep in T.SIG_FIELDS[sig]:
+        if implicit >= 0:
+            raw[fid] = implicit
+        elif fid == _PC:
+            raw[fid] = draw(st.integers(0, length))
+        elif allowed >= 0:
+            raw[fid] = draw(st.sampled_from([v for v in range(64) if (allowed >> v) & 1]))
+        else:
+            raw[fid] = draw(st.integers(0, (1 << width) - 1)) & ~zero
+    try:
+        return encode(Instruction(sig, tuple(raw)))
+    except EncodeError:
+        return encode(Instruction.make("nop:"))
+
+
+@st.composite
+def programs(draw: st.DrawFn) -> list[int]:
+    n = draw(st.integers(2, 30))
+    return [draw(instruction(n)) for _ in range(n)]
+
+
+def _state(m: Machine) -> list[np.ndarray]:
+    dv = m.dv.copy()
+    dv[I.D_ROUNDS] = 0  # the windows' own bookkeeping
+    return [m.regs, m.th, dv, m.atomic, m.wram, m.dma]
+
+
+def _machines(asm: Asm, seed: int, threads: int, ready: int) -> list[Machine]:
+    rng = np.random.default_rng(seed)
+    machines = [Machine(asm, threads=threads, jit=True) for _ in range(2)]
+    regs = rng.integers(0, 1 << 8, size=(threads, 24), dtype=np.int64)
+    wram = rng.integers(0, 256, size=65536, dtype=np.uint8)
+    atomic = (rng.integers(0, 2, size=256) * rng.integers(0, 2)).astype(np.uint8)
+    pcs = rng.integers(0, len(asm), size=threads)
+    start = rng.integers(0, 12, size=threads)
+    for m in machines:
+        m.regs[:, :24] = regs
+        m.wram[:] = wram
+        m.atomic[:] = atomic
+        m.th[:, I.T_PC] = pcs
+        m.th[:, I.T_NEXT] = start
+        m.th[:, I.T_RUN] = I.RUN_STOPPED
+        m.th[:ready, I.T_RUN] = I.RUN_READY
+    return machines
+
+
+def _compare(windowed: Machine, stepped: Machine, cycles: int, steps: int) -> int:
+    reason = windowed.run(cycles=cycles, steps=steps)
+    ref = I.R_STEP
+    for _ in range(steps):
+        ref = stepped.run(cycles=cycles, steps=1)
+        if ref != I.R_STEP:
+            break
+    assert reason == ref
+    for a, b in zip(_state(windowed), _state(stepped), strict=True):
+        assert np.array_equal(a, b)
+    return reason
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    words=programs(),
+    seed=st.integers(0, 2**32 - 1),
+    ready=st.integers(1, 16),
+    cycles=st.integers(50, 6000),
+)
+def test_windows_issue_what_cycle_by_cycle_issue_does(
+    words: list[int], seed: int, ready: int, cycles: int
+) -> None:
+    asm = Asm()
+    for w in words:
+        asm.raw(w)
+    windowed, stepped = _machines(asm, seed, 16, ready)
+    _compare(windowed, stepped, cycles, 3000)
+
+
+def _program(text: str) -> Asm:
+    asm = Asm()
+    for w in text_words(assemble_program(text).elf):
+        asm.raw(w)
+    return asm
+
+
+#: 16 threads take a spin lock on atomic bit 0 in turn, add to a shared counter and store it
+SPIN_LOCK = """
+        jeq id, 15, work
+        boot id, 1
+work:   move r2, 0
+        move r3, id
+again:  acquire zero, 0, nz, again
+        lw r1, zero, 64
+        add r1, r1, r3
+        add r1, r1, 1
+        sw zero, 64, r1
+        release zero, 0, nz, .+1
+        add r2, r2, 1
+        jltu r2, 20, again
+        stop
+"""
+
+#: a compute loop with no shared state (windows run it whole)
+COMPUTE = """
+        jeq id, {last}, go
+        boot id, 1
+go:     move r1, 0
+        move r2, 7
+        move r4, 0
+loop:   add r1, r1, r2
+        xor r2, r2, r1
+        lsl r3, r1, 3
+        add r4, r4, 1
+        jltu r4, 300, loop
+        stop
+"""
+
+
+@pytest.mark.parametrize("program", ["spin", "compute16", "compute5", "compute1"])
+def test_programs_run_the_same_in_windows_and_step_by_step(program: str) -> None:
+    text = {
+        "spin": SPIN_LOCK,
+        "compute16": COMPUTE.format(last=15),
+        "compute5": COMPUTE.format(last=4),
+        "compute1": COMPUTE.format(last=0),
+    }[program]
+    asm = _program(text)
+    windowed, stepped = (Machine(asm, threads=16, jit=True) for _ in range(2))
+    for m in (windowed, stepped):
+        m.th[:, I.T_RUN] = I.RUN_STOPPED
+        m.th[0, I.T_RUN] = I.RUN_READY
+    assert _compare(windowed, stepped, 1 << 40, 200_000) == I.R_END
+    if program == "spin":
+        # every thread added id + 1 twenty times under the lock
+        assert int(windowed.wram[64:68].view(np.uint32)[0]) == 20 * sum(range(1, 17))
+    else:
+        threads = {"compute16": 16, "compute5": 5, "compute1": 1}[program]
+        loop = 3 + 5 * 300 + 1  # the moves, the loop, the stop
+        boot = 2  # jeq + boot on all but the last thread, jeq only on the last
+        assert int(windowed.dv[I.D_INSTR]) == threads * (loop + boot) - 1
+        if threads == 1:  # one thread issues once every 11 cycles
+            assert int(windowed.dv[I.D_LAST]) == 11 * (loop + 1 - 1)
