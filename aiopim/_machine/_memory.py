@@ -9,6 +9,7 @@ the first time anything writes into it, so a broadcast to thousands of DPUs hold
 from __future__ import annotations
 
 import mmap
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -83,6 +84,10 @@ class MramBank:
 
     __slots__ = ("_table", "size")
 
+    #: bumped by every change that may put a different page object in some bank's table (the
+    #: instruction-set interpreter keeps its page maps while it stays the same)
+    epoch: ClassVar[int] = 0
+
     def __init__(self, size: int) -> None:
         self.size = size
         # page index -> page (None: never written, reads as zeros); built at the first write
@@ -92,6 +97,7 @@ class MramBank:
     def _table_to(self, end: int) -> list[Bytes | None]:
         """The page table, grown to cover byte ``end - 1``."""
         need = max(-(-self.size // MRAM_PAGE), -(-end // MRAM_PAGE))
+        MramBank.epoch += 1
         tab = self._table
         if tab is None:
             tab = self._table = [None] * need
@@ -114,6 +120,7 @@ class MramBank:
 
     def clear(self) -> None:
         """Drop every page (the bank reads as zeros again)."""
+        MramBank.epoch += 1
         self._table = None
 
     # -- reading ---------------------------------------

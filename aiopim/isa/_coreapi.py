@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .._machine._dpu import Dpu, FaultInfo
 from .._machine._engine import DpuRunner
+from .._machine._memory import MramBank
 from .._machine._program import ATOMIC_BASE, IRAM_BIT, MRAM_BIT
 from .._runtime._kernel import INFINITY, PRIO_LATE, Entry, Kernel
 
@@ -18,4 +19,5 @@ __all__ = [
     "Entry",
     "FaultInfo",
     "Kernel",
+    "MramBank",
 ]

@@ -237,11 +237,16 @@ BIG: Final = 1 << 62
 # ---- windows ----------------------------------------------------------------------------------
 #: most slots of each thread in one window
 WINDOW_ROUNDS: Final = 64
-#: columns of the work array: registers (0-31) and thread state (SCR_TH...) saved at the start
-#: of a window, then the window's issue order (one thread per row)
+#: columns of the work array: by thread, its registers (0-31) and state (SCR_TH...) saved when
+#: it starts in a window; by row, the window's threads in issue order and their offsets in the
+#: period, and the ready list the issue rule is simulated on (thread, next issue, picked)
 SCR_TH: Final = 32
 SCR_ORDER: Final = SCR_TH + NTH
-NSCR: Final = SCR_ORDER + 1
+SCR_OFF: Final = SCR_ORDER + 1
+SCR_READY: Final = SCR_ORDER + 2
+SCR_NEXT: Final = SCR_ORDER + 3
+SCR_SEEN: Final = SCR_ORDER + 4
+NSCR: Final = SCR_ORDER + 5
 
 # ---- stop reasons -----------------------------------------------------------------------------
 R_LIMIT: Final = 0
@@ -268,6 +273,43 @@ DMA_SDMA: Final = 2
 DMA_LDMAI: Final = 3
 
 M32: Final = 0xFFFFFFFF
+
+
+def ends_window(
+    code: npt.NDArray[np.int64],
+    regs: npt.NDArray[np.int64],
+    th: npt.NDArray[np.int64],
+    atomic: npt.NDArray[np.uint8],
+    t: int,
+) -> bool:
+    """Whether thread ``t``'s next instruction cannot issue inside a window: a PC outside the
+    program, or an instruction that changes what other threads see or which threads are
+    ready, or reads the clock. An acquire of a bit already set, a boot/resume of a thread not
+    stopped and a clr_run of a thread not ready change nothing (no thread can change those
+    inside a window) and may issue there."""
+    pc = th[t, T_PC]
+    if pc < 0 or pc >= code.shape[0]:
+        return True
+    op = code[pc, C_OP]
+    if not ((op >= OP_STORE and op <= OP_TIME_CFG) or op == OP_ILLEGAL):
+        return False
+    if op != OP_ACQUIRE and not (op >= OP_BOOT and op <= OP_READ_RUN):
+        return True
+    wa = code[pc, C_AV]
+    if code[pc, C_AK] == K_REG:
+        wa = regs[t, wa]
+    wb = code[pc, C_BV]
+    if code[pc, C_BK] == K_REG:
+        wb = regs[t, wb]
+    wv = ((wa & M32) + (wb & M32)) & 0xFFFF
+    wi = ((wv >> 8) ^ wv) & 0xFF
+    if op == OP_ACQUIRE:
+        return atomic[wi] == 0
+    if wi >= th.shape[0] or op == OP_READ_RUN:
+        return False  # a fault (which ends the window where it happens) or a read
+    if op == OP_CLR_RUN:
+        return th[wi, T_RUN] == RUN_READY
+    return th[wi, T_RUN] == RUN_STOPPED
 
 
 def thread_slots(
@@ -477,6 +519,7 @@ def run(
     fw = False  # inside a window
     fend = False  # the slot ``cs`` of thread ``t`` cannot be issued in the window
     cool = 0  # exact issues left before the next attempt to open a window
+    again = False  # the last window ended by its length and the next one opens at its end
     rounds = dv[D_ROUNDS]  # slots per thread of the next window (halved by a re-run)
     if rounds <= 0:
         rounds = WINDOW_ROUNDS
@@ -514,18 +557,21 @@ def run(
                     lastpc = b_lastpc = w_lastpc
                     k = 0
                     t = scratch[0, SCR_ORDER]
-                    cs = c0
+                    cs = c0 + scratch[0, SCR_OFF]
             else:
                 cs += per
-            if cs < fe:
-                cs, done, donepc = thread_slots(code, regs, th, wram, atomic, t, cs, fe, per)
-                if done > 0:
-                    instr += done
-                    issued += done
-                    rr = t
-                    last = cs - per
-                    lastpc = donepc
-            while cs >= fe:
+            while True:
+                if cs < fe:
+                    cs, done, donepc = thread_slots(code, regs, th, wram, atomic, t, cs, fe, per)
+                    if done > 0:
+                        instr += done
+                        issued += done
+                        rr = t
+                        last = cs - per
+                        lastpc = donepc
+                    if cs < fe:
+                        break  # an instruction the general step issues
+                # thread t is done: the next one
                 if last > b_last:
                     b_last = last
                     b_rr = rr
@@ -538,7 +584,7 @@ def run(
                     scratch[t, j] = regs[t, j]
                 for j in range(NTH):
                     scratch[t, SCR_TH + j] = th[t, j]
-                cs = c0 + k
+                cs = c0 + scratch[k, SCR_OFF]
             if k >= nf:
                 # the window is done: every issue before ``fe`` happened
                 fw = False
@@ -547,42 +593,17 @@ def run(
                 rr = b_rr
                 lastpc = b_lastpc
                 if fe == c0 + rounds * per:
+                    # ended by its length: the same issue pattern goes on from fe
                     cool = 0
+                    again = True
                     if rounds < WINDOW_ROUNDS:
                         rounds <<= 1
                 else:
                     cool = nthreads + 1
                 continue
-            pc = th[t, T_PC]
-            if pc < 0 or pc >= nprog:
+            if ends_window(code, regs, th, atomic, t):
                 fend = True
                 continue
-            op = code[pc, C_OP]
-            if (op >= OP_STORE and op <= OP_TIME_CFG) or op == OP_ILLEGAL:
-                # these end the window, except when they change nothing another thread sees:
-                # an acquire of a bit already set, a boot/resume of a thread not stopped, a
-                # clr_run of a thread not ready (no thread can change those inside a window)
-                ok = False
-                if op == OP_ACQUIRE or (op >= OP_BOOT and op <= OP_READ_RUN):
-                    wa = code[pc, C_AV]
-                    if code[pc, C_AK] == K_REG:
-                        wa = regs[t, wa]
-                    wb = code[pc, C_BV]
-                    if code[pc, C_BK] == K_REG:
-                        wb = regs[t, wb]
-                    wv = ((wa & M32) + (wb & M32)) & 0xFFFF
-                    wi = ((wv >> 8) ^ wv) & 0xFF
-                    if op == OP_ACQUIRE:
-                        ok = atomic[wi] != 0
-                    elif wi >= nthreads or op == OP_READ_RUN:
-                        ok = True  # a fault (which ends the window) or a read
-                    elif op == OP_CLR_RUN:
-                        ok = th[wi, T_RUN] != RUN_READY
-                    else:
-                        ok = th[wi, T_RUN] != RUN_STOPPED
-                if not ok:
-                    fend = True
-                    continue
             c = cs
             s_last = last
             s_rr = rr
@@ -598,32 +619,79 @@ def run(
                 dv[D_ROUNDS] = rounds
                 return R_DMA_DUE
             if cool <= 0 and c < cycle_limit and nthreads > 0:
-                # open a window if the ready threads are in steady round-robin issue: the
-                # first ready thread after the last issuer issues next, at c0 (nobody issues
-                # before it), and the k-th one may issue at c0 + k
-                nf = 0
-                steady = True
-                c0 = c
-                for q in range(nthreads):
-                    u = rr + 1 + q
-                    if u >= nthreads:
-                        u -= nthreads
-                    if th[u, T_RUN] == RUN_READY:
-                        nx = th[u, T_NEXT]
-                        if nf == 0 and nx > c0:
-                            c0 = nx
-                        if nx > c0 + nf or (c0 > c and nx < c0):
-                            steady = False
-                            break
-                        scratch[nf, SCR_ORDER] = u
-                        nf += 1
-                per = nf if nf > REVOLVER_CYCLES else REVOLVER_CYCLES
+                if again:
+                    # the last window ended by its length: its issue pattern goes on from fe
+                    again = False
+                    steady = True
+                    c0 = c
+                else:
+                    # open a window if the ready threads are in steady issue: simulated on their
+                    # next-issue cycles, two periods of the issue rule pick every ready thread once
+                    # per period, at the same offsets (then every later period repeats them)
+                    nf = 0
+                    for q in range(nthreads):
+                        u = rr + 1 + q
+                        if u >= nthreads:
+                            u -= nthreads
+                        if th[u, T_RUN] == RUN_READY:
+                            scratch[nf, SCR_READY] = u
+                            scratch[nf, SCR_NEXT] = th[u, T_NEXT]
+                            scratch[nf, SCR_SEEN] = 0
+                            nf += 1
+                    per = nf if nf > REVOLVER_CYCLES else REVOLVER_CYCLES
+                    steady = nf > 0
+                    c0 = c
+                    m = 0
+                    pos = -1  # ready-list position of the last issuer (the list starts after it)
+                    y = c0
+                    while steady and y < c0 + 2 * per:
+                        pick = -1
+                        for q in range(nf):
+                            p = pos + 1 + q
+                            if p >= nf:
+                                p -= nf
+                            if scratch[p, SCR_NEXT] <= y:
+                                pick = p
+                                break
+                        if pick >= 0:
+                            scratch[pick, SCR_NEXT] = y + REVOLVER_CYCLES
+                            pos = pick
+                            if y < c0 + per:
+                                if scratch[pick, SCR_SEEN] != 0:
+                                    steady = False  # twice in one period
+                                else:
+                                    scratch[pick, SCR_SEEN] = 1
+                                    scratch[m, SCR_ORDER] = scratch[pick, SCR_READY]
+                                    scratch[m, SCR_OFF] = y - c0
+                            elif (
+                                m < nf
+                                or m - nf >= nf
+                                or scratch[m - nf, SCR_ORDER] != scratch[pick, SCR_READY]
+                                or scratch[m - nf, SCR_OFF] != y - c0 - per
+                            ):
+                                steady = False
+                            m += 1
+                        y += 1
+                    if m != 2 * nf:
+                        steady = False
                 fe = c0 + rounds * per
+                if steady:
+                    # a thread whose first slot cannot issue ends the window there
+                    for q in range(nf):
+                        if c0 + scratch[q, SCR_OFF] >= fe:
+                            break
+                        if ends_window(code, regs, th, atomic, scratch[q, SCR_ORDER]):
+                            fe = c0 + scratch[q, SCR_OFF]
+                            break
                 if fe > cycle_limit:
                     fe = cycle_limit
                 if fe > dma_min:
                     fe = dma_min
-                if steady and nf > 0 and c0 < fe and issued + nf * rounds <= max_issue:
+                if (
+                    steady
+                    and c0 + scratch[0, SCR_OFF] + per < fe
+                    and issued + nf * rounds <= max_issue
+                ):
                     w_instr = instr
                     w_issued = issued
                     w_last = b_last = last
@@ -635,7 +703,7 @@ def run(
                         scratch[t, j] = regs[t, j]
                     for j in range(NTH):
                         scratch[t, SCR_TH + j] = th[t, j]
-                    cs = c0 - per
+                    cs = c0 + scratch[0, SCR_OFF] - per
                     fw = True
                     continue
                 cool = nthreads
@@ -1372,6 +1440,7 @@ def get_run(jit: bool) -> Callable[..., int]:
         import numba
         from numba.extending import register_jitable
 
+        register_jitable(ends_window)
         register_jitable(thread_slots)
         _JIT_RUN = numba.njit(cache=True, nogil=True)(run)
     return _JIT_RUN

@@ -28,7 +28,7 @@ from .. import timing
 from . import _interp as I
 from . import _tables as T
 from ._codec import DecodeStatus, decode, decode_program
-from ._coreapi import INFINITY, IRAM_BIT, PRIO_LATE, Dpu, DpuRunner, Entry, Kernel
+from ._coreapi import INFINITY, IRAM_BIT, PRIO_LATE, Dpu, DpuRunner, Entry, Kernel, MramBank
 from ._semantics import C_STATUS, NCOL, OP_ILLEGAL, compile_program
 from ._text import format_instruction
 
@@ -473,12 +473,20 @@ class IsaScheduler:
         self._pages: Any = None
         self._page_ids: dict[int, int] = {}
         self._gen = 0
+        # bumped whenever the set of active runners may have changed; the active list and
+        # its rows in the batch are kept for that version
+        self._version = 0
+        self._active_version = -1
+        self._sel = np.zeros(0, np.int64)
+        # MramBank.epoch (and page-list generation) when every page map was last checked
+        self._checked: tuple[int, int] = (-1, -1)
 
     def add(self, runner: IsaRunner) -> None:
         """A DPU booted at the current time."""
         if runner not in self.runners:
             self.runners.append(runner)
         self._slots = {}  # its state arrays are new: rebuild the lists
+        self._version += 1
         if self.entry is None:
             k = self.kernel
             self.entry = k.call_at(k.now, self._fire, None, _SCHEDULER_ACTOR, PRIO_LATE)
@@ -487,6 +495,15 @@ class IsaScheduler:
         """A DPU stopped (its run ended or it was halted from outside)."""
         if runner in self.runners:
             self.runners.remove(runner)
+        self._version += 1
+
+    def _active(self) -> list[IsaRunner]:
+        """The active runners (the list is rebuilt only when the set may have changed)."""
+        if self._active_version != self._version or not self._batched():
+            self.runners = [r for r in self.runners if r.active]
+            self._active_version = self._version
+            self._sel = np.zeros(0, np.int64)
+        return self.runners
 
     # -- the batched loop -----------------------------------------------------------------------
     def _batched(self) -> bool:
@@ -498,6 +515,7 @@ class IsaScheduler:
             self._jit = jit
             self._new_pages()
         self._slots = {r: i for i, r in enumerate(runners)}
+        self._sel = np.zeros(0, np.int64)
         if jit:
             # compiled: one row of array addresses per DPU (the runners keep the arrays alive)
             self._lists = ()
@@ -586,42 +604,46 @@ class IsaScheduler:
         for maddr, size in spans:
             self._export_pages(r, maddr >> I.PAGE_SHIFT, (maddr + size - 1) >> I.PAGE_SHIFT)
 
-    def _advance_all(self, active: list[IsaRunner], until_ps: int) -> list[_Outcome | None]:
-        """Advance every runner of ``active`` to ``until_ps``; their outcomes."""
+    def _advance_all(self, active: list[IsaRunner], until_ps: int) -> list[tuple[int, _Outcome]]:
+        """Advance every runner of ``active`` to ``until_ps``; the index in ``active`` and the
+        outcome of each whose run ended."""
         if not self._batched():
-            return [r.advance(until_ps) for r in active]
-        slots = self._slots
-        if any(r not in slots for r in active):
-            self._build(active)
+            self._version += 1
+            outs = [r.advance(until_ps) for r in active]
+            return [(j, out) for j, out in enumerate(outs) if out is not None]
+        if active is self.runners and len(self._sel) == len(active):
+            sel = self._sel
+        else:
             slots = self._slots
-        sel = np.fromiter((slots[r] for r in active), np.int64, len(active))
+            if any(r not in slots for r in active):
+                self._build(active)
+                slots = self._slots
+            sel = np.fromiter((slots[r] for r in active), np.int64, len(active))
+            if active is self.runners:
+                self._sel = sel
         reasons = np.zeros(len(active), np.int64)
-        outcomes: list[_Outcome | None] = [None] * len(active)
-        while True:
-            need = self._call(sel, until_ps, reasons)
-            if not need:
-                return outcomes
-            again: list[int] = []
-            for j in np.flatnonzero(reasons).tolist():
-                r = active[j]
-                reason = int(reasons[j])
-                if reason == I.R_DMA_DUE:
-                    self._python_dma(r)
-                    self._set_code(r)
-                    again.append(j)
-                elif reason == I.R_END:
-                    r.active = False
-                    outcomes[j] = _Outcome(r.time_of(int(r.dv[I.D_END])), False)
-                else:
-                    r.active = False
-                    outcomes[j] = r._fault()
-            if not again:
-                return outcomes
-            picked = np.asarray(again, np.int64)
-            sub = self._advance_sub(active, picked, until_ps)
-            for j, out in zip(again, sub, strict=True):
-                outcomes[j] = out
-            return outcomes
+        if not self._call(sel, until_ps, reasons):
+            return []
+        ended: list[tuple[int, _Outcome]] = []
+        again: list[int] = []
+        for j in np.flatnonzero(reasons).tolist():
+            r = active[j]
+            reason = int(reasons[j])
+            if reason == I.R_DMA_DUE:
+                self._python_dma(r)
+                self._set_code(r)
+                again.append(j)
+                continue
+            r.active = False
+            self._version += 1
+            if reason == I.R_END:
+                ended.append((j, _Outcome(r.time_of(int(r.dv[I.D_END])), False)))
+            else:
+                ended.append((j, r._fault()))
+        if again:
+            for i, out in self._advance_all([active[j] for j in again], until_ps):
+                ended.append((again[i], out))
+        return ended
 
     def _call(
         self, sel: npt.NDArray[np.int64], until_ps: int, reasons: npt.NDArray[np.int64]
@@ -647,35 +669,31 @@ class IsaScheduler:
         need = int(self._run_dpus(*args, sel[: bounds[1]], until_ps, reasons[: bounds[1]]))
         return need + sum(int(f.result()) for f in futures)
 
-    def _advance_sub(
-        self, active: list[IsaRunner], picked: npt.NDArray[np.int64], until_ps: int
-    ) -> list[_Outcome | None]:
-        return self._advance_all([active[j] for j in picked.tolist()], until_ps)
-
     def _fire(self, _: Any) -> None:
         self.entry = None
         k = self.kernel
-        active = [r for r in self.runners if r.active]
-        self.runners = active
+        active = self._active()
         if not active:
             return
         now = k.now
         nxt = k.next_event_time()
         horizon = min(k.limit, INFINITY if nxt is None else nxt)
         if self._batched():
-            # the host acts only between scheduler events: check the page maps once here
-            if any(r not in self._slots for r in active):
+            # the host acts only between scheduler events: check the page maps here, when
+            # some MRAM bank's page table may have changed since the last check
+            if len(self._sel) != len(active) and any(r not in self._slots for r in active):
                 self._build(active)
-            for r in active:
-                self._check_pages(r)
+            if self._checked != (MramBank.epoch, self._gen):
+                for r in active:
+                    self._check_pages(r)
+                self._checked = (MramBank.epoch, self._gen)
         if horizon <= now:
             # something else still happens now: execute only what issues before now, and come
             # back before anything at now + 1 ps
-            for r, out in zip(active, self._advance_all(active, now), strict=True):
-                if out is not None:
-                    k.call_at(out.time_ps, r.report, (r.run_id, out), r.dpu.actor)
-            self.runners = [r for r in self.runners if r.active]
-            if self.runners:
+            for j, out in self._advance_all(active, now):
+                r = active[j]
+                k.call_at(out.time_ps, r.report, (r.run_id, out), r.dpu.actor)
+            if self._active():
                 self.entry = k.call_at(now + 1, self._fire, None, _SCHEDULER_ACTOR, 0)
             return
         poll = timing.COMPLETION_POLL_LATENCY_PS
@@ -685,18 +703,16 @@ class IsaScheduler:
             # one DPU alone needs no lockstep: nobody else can run past its end
             span = poll if len(active) > 1 else poll * _MAX_CHUNKS
             t_end = min(horizon, t + span)
-            still: list[IsaRunner] = []
-            for r, out in zip(active, self._advance_all(active, t_end), strict=True):
-                if out is None:
-                    still.append(r)
-                    continue
+            ended = self._advance_all(active, t_end)
+            for j, out in ended:
+                r = active[j]
                 horizon = min(horizon, out.time_ps + poll)
                 k.call_at(out.time_ps, r.report, (r.run_id, out), r.dpu.actor)
-            active = still
+            if ended:
+                active = self._active()
             t = t_end
             chunks += 1
-        self.runners = [r for r in self.runners if r.active]
-        if self.runners:
+        if self._active():
             self.entry = k.call_at(t, self._fire, None, _SCHEDULER_ACTOR, PRIO_LATE)
 
 
