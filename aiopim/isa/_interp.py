@@ -304,12 +304,12 @@ def ends_window(
     wv = ((wa & M32) + (wb & M32)) & 0xFFFF
     wi = ((wv >> 8) ^ wv) & 0xFF
     if op == OP_ACQUIRE:
-        return atomic[wi] == 0
+        return bool(atomic[wi] == 0)
     if wi >= th.shape[0] or op == OP_READ_RUN:
         return False  # a fault (which ends the window where it happens) or a read
     if op == OP_CLR_RUN:
-        return th[wi, T_RUN] == RUN_READY
-    return th[wi, T_RUN] == RUN_STOPPED
+        return bool(th[wi, T_RUN] == RUN_READY)
+    return bool(th[wi, T_RUN] == RUN_STOPPED)
 
 
 def thread_slots(
