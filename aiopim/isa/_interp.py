@@ -61,7 +61,9 @@ from ._semantics import (
     C_DB,
     C_DK,
     C_ENDIAN,
+    C_FAST,
     C_FLAGS,
+    C_JUMP,
     C_MODE,
     C_OP,
     C_PC,
@@ -113,6 +115,23 @@ from ._semantics import (
     DK_PAIR,
     DK_PAIR_S,
     DK_REG,
+    FAST_ADD,
+    FAST_ADDC,
+    FAST_AND,
+    FAST_CALL,
+    FAST_LD,
+    FAST_LSL,
+    FAST_LSR,
+    FAST_LW,
+    FAST_NONE,
+    FAST_OR,
+    FAST_SUB,
+    FAST_XOR,
+    JC_LTU,
+    JC_NONE,
+    JC_NZ,
+    JC_TRUE,
+    JC_Z,
     K_REG,
     MODE_JUMP,
     MODE_PLAIN,
@@ -236,8 +255,12 @@ BIG: Final = 1 << 62
 
 # ---- windows ----------------------------------------------------------------------------------
 #: most slots of each thread in one window
-WINDOW_ROUNDS: Final = 64
-#: columns of the work array: by thread, its registers (0-31) and state (SCR_TH...) saved when
+WINDOW_ROUNDS: Final = 256
+#: a window that ends (other than by its length) within this many slots of each thread is
+#: followed by as many rounds of cycle-by-cycle issue before the next attempt
+SHORT_WINDOW_ROUNDS: Final = 4
+#: columns of the work array: by thread, its registers (0-23; the others are constants) and
+#: state (SCR_TH...) saved when
 #: it starts in a window; by row, the window's threads in issue order and their offsets in the
 #: period, and the ready list the issue rule is simulated on (thread, next issue, picked)
 SCR_TH: Final = 32
@@ -324,11 +347,11 @@ def thread_slots(
     per: int,
 ) -> tuple[int, int, int]:
     """Inside a window: issue thread ``t``'s instructions at its slots ``cs, cs + per, ...``
-    before ``fe`` while they are of the commonest kinds (32-bit add/sub/logic/shift, plain or
-    with a z/nz/ltu/geu/true jump; aligned little-endian ``lw``/``ld``; ``call``/``jump``; an
-    ``acquire`` of a bit already set),
-    with the thread's PC and flags in locals. Returns the first slot not issued, the number
-    issued and the PC of the last one (-1 if none); the caller issues the rest."""
+    before ``fe`` while they are rows of a fast kind (``C_FAST``: 32-bit add/sub/logic/shift
+    with a register or no destination, plain or with a true/z/nz/ltu/geu jump; aligned
+    little-endian ``lw``/``ld`` with no flags; ``call``/``jump``; an ``acquire`` of a bit
+    already set), with the thread's PC and flags in locals. Returns the first slot not issued,
+    the number issued and the PC of the last one (-1 if none); the caller issues the rest."""
     nprog = code.shape[0]
     wram_size = wram.shape[0]
     pc = th[t, T_PC]
@@ -339,143 +362,125 @@ def thread_slots(
     while cs < fe:
         if pc < 0 or pc >= nprog:
             break
-        op = code[pc, C_OP]
-        dk = code[pc, C_DK]
+        f = code[pc, C_FAST]
+        if f == FAST_NONE:
+            break
         av = code[pc, C_AV]
         if code[pc, C_AK] == K_REG:
             av = regs[t, av]
-        if op == OP_LOAD:
-            if code[pc, C_FLAGS] != 0 or dk == DK_NONE or code[pc, C_ENDIAN] != 0:
-                break
-            fsize = code[pc, C_SUB] & (15 | SUB_SAFE)
-            fa = (av + code[pc, C_BV]) & M32
-            d = code[pc, C_D]
-            if fsize == 4 and dk == DK_REG and fa + 4 <= wram_size and fa & 3 == 0:
-                regs[t, d] = (
-                    int(wram[fa])
-                    | (int(wram[fa + 1]) << 8)
-                    | (int(wram[fa + 2]) << 16)
-                    | (int(wram[fa + 3]) << 24)
-                )
-            elif fsize == 8 and fa + 8 <= wram_size and fa & 7 == 0:
-                regs[t, d] = (
-                    int(wram[fa + 4])
-                    | (int(wram[fa + 5]) << 8)
-                    | (int(wram[fa + 6]) << 16)
-                    | (int(wram[fa + 7]) << 24)
-                )
-                regs[t, d + 1] = (
-                    int(wram[fa])
-                    | (int(wram[fa + 1]) << 8)
-                    | (int(wram[fa + 2]) << 16)
-                    | (int(wram[fa + 3]) << 24)
-                )
-            else:
-                break
-            lastpc = pc
-            pc += 1
-        elif op == OP_ACQUIRE:
-            # an acquire of a bit already set (a spin on a held lock) changes no state
-            bv = code[pc, C_BV]
-            if code[pc, C_BK] == K_REG:
-                bv = regs[t, bv]
-            wv = ((av & M32) + (bv & M32)) & 0xFFFF
-            if atomic[((wv >> 8) ^ wv) & 0xFF] == 0 or dk != DK_NONE:
-                break
-            mode = code[pc, C_MODE]
-            taken = False
-            if mode == MODE_JUMP:
-                fcond = code[pc, C_COND]
-                if fcond == CN_NZ or fcond == CN_TRUE:
-                    taken = True
-                elif fcond != CN_Z:
-                    break
-            elif mode != MODE_PLAIN:
-                break
-            flags = code[pc, C_FLAGS]
-            if flags & 1:
-                zf = 0
-            if flags & 2:
-                cf = 0
-            lastpc = pc
-            if taken:
-                pc = code[pc, C_PC]
-            else:
-                pc += 1
-        elif op == OP_CALL:
-            if code[pc, C_FLAGS] != 0:
-                break
-            bv = code[pc, C_BV]
-            if code[pc, C_BK] == K_REG:
-                bv = regs[t, bv]
-            if dk == DK_REG:
-                regs[t, code[pc, C_D]] = (pc + 1) & M32
-            elif dk != DK_NONE:
-                break
-            lastpc = pc
-            pc = (av + bv) & M32
-        else:
-            mode = code[pc, C_MODE]
-            if mode == MODE_SET or (dk != DK_REG and dk != DK_NONE):
-                break
+        if f >= FAST_ADD:
             bv = code[pc, C_BV]
             if code[pc, C_BK] == K_REG:
                 bv = regs[t, bv]
             av &= M32
             bv &= M32
             fcy = 0
-            if op == OP_ADD:
+            if f == FAST_ADD:
                 fs = av + bv
                 fx = fs & M32
                 fcy = fs >> 32
-            elif op == OP_SUB:
+            elif f == FAST_SUB:
                 fs = av + ((~bv) & M32) + 1
                 fx = fs & M32
                 fcy = fs >> 32
-            elif op == OP_AND:
+            elif f == FAST_AND:
                 fx = av & bv
-            elif op == OP_OR:
+            elif f == FAST_OR:
                 fx = av | bv
-            elif op == OP_XOR:
+            elif f == FAST_XOR:
                 fx = av ^ bv
-            elif op == OP_LSL:
+            elif f == FAST_LSL:
                 fx = (av << (bv & 31)) & M32
-            elif op == OP_LSR:
+            elif f == FAST_LSR:
                 fx = av >> (bv & 31)
-            elif op == OP_ADDC:
+            elif f == FAST_ADDC:
                 fs = av + bv + cf
                 fx = fs & M32
                 fcy = fs >> 32
-            elif op == OP_SUBC:
+            else:
                 fs = av + ((~bv) & M32) + cf
                 fx = fs & M32
                 fcy = fs >> 32
-            else:
-                break
+            jc = code[pc, C_JUMP]
             taken = False
-            if mode == MODE_JUMP:
-                fcond = code[pc, C_COND]
-                if fcond == CN_TRUE:
+            if jc != JC_NONE:
+                if jc == JC_TRUE:
                     taken = True
-                elif fcond == CN_Z:
+                elif jc == JC_Z:
                     taken = fx == 0
-                elif fcond == CN_NZ:
+                elif jc == JC_NZ:
                     taken = fx != 0
-                elif fcond == CN_LTU:
+                elif jc == JC_LTU:
                     taken = fcy == 0
-                elif fcond == CN_GEU:
-                    taken = fcy != 0
                 else:
-                    break
+                    taken = fcy != 0
             flags = code[pc, C_FLAGS]
             if flags & 1:
                 zf = 1 if fx == 0 else 0
             if flags & 2:
                 cf = fcy
-            if dk == DK_REG:
+            if code[pc, C_DK] == DK_REG:
                 regs[t, code[pc, C_D]] = fx
             lastpc = pc
             if taken:
+                pc = code[pc, C_PC]
+            else:
+                pc += 1
+        elif f == FAST_LW:
+            fa = (av + code[pc, C_BV]) & M32
+            if fa + 4 > wram_size or fa & 3 != 0:
+                break
+            regs[t, code[pc, C_D]] = (
+                int(wram[fa])
+                | (int(wram[fa + 1]) << 8)
+                | (int(wram[fa + 2]) << 16)
+                | (int(wram[fa + 3]) << 24)
+            )
+            lastpc = pc
+            pc += 1
+        elif f == FAST_LD:
+            fa = (av + code[pc, C_BV]) & M32
+            if fa + 8 > wram_size or fa & 7 != 0:
+                break
+            d = code[pc, C_D]
+            regs[t, d] = (
+                int(wram[fa + 4])
+                | (int(wram[fa + 5]) << 8)
+                | (int(wram[fa + 6]) << 16)
+                | (int(wram[fa + 7]) << 24)
+            )
+            regs[t, d + 1] = (
+                int(wram[fa])
+                | (int(wram[fa + 1]) << 8)
+                | (int(wram[fa + 2]) << 16)
+                | (int(wram[fa + 3]) << 24)
+            )
+            lastpc = pc
+            pc += 1
+        elif f == FAST_CALL:
+            bv = code[pc, C_BV]
+            if code[pc, C_BK] == K_REG:
+                bv = regs[t, bv]
+            if code[pc, C_DK] == DK_REG:
+                regs[t, code[pc, C_D]] = (pc + 1) & M32
+            lastpc = pc
+            pc = (av + bv) & M32
+        else:
+            # an acquire of a bit already set (a spin on a held lock) changes no state
+            bv = code[pc, C_BV]
+            if code[pc, C_BK] == K_REG:
+                bv = regs[t, bv]
+            wv = ((av & M32) + (bv & M32)) & 0xFFFF
+            if atomic[((wv >> 8) ^ wv) & 0xFF] == 0:
+                break
+            jc = code[pc, C_JUMP]
+            flags = code[pc, C_FLAGS]
+            if flags & 1:
+                zf = 0
+            if flags & 2:
+                cf = 0
+            lastpc = pc
+            if jc == JC_TRUE or jc == JC_NZ:
                 pc = code[pc, C_PC]
             else:
                 pc += 1
@@ -546,7 +551,7 @@ def run(
                         rounds >>= 1
                     for kk in range(k + 1):
                         q = scratch[kk, SCR_ORDER]
-                        for j in range(32):
+                        for j in range(24):
                             regs[q, j] = scratch[q, j]
                         for j in range(NTH):
                             th[q, j] = scratch[q, SCR_TH + j]
@@ -580,7 +585,7 @@ def run(
                 if k >= nf:
                     break
                 t = scratch[k, SCR_ORDER]
-                for j in range(32):
+                for j in range(24):
                     scratch[t, j] = regs[t, j]
                 for j in range(NTH):
                     scratch[t, SCR_TH + j] = th[t, j]
@@ -598,6 +603,9 @@ def run(
                     again = True
                     if rounds < WINDOW_ROUNDS:
                         rounds <<= 1
+                elif fe - c0 < SHORT_WINDOW_ROUNDS * per:
+                    # windows this short cost more than they save: issue a while cycle by cycle
+                    cool = SHORT_WINDOW_ROUNDS * nthreads
                 else:
                     cool = nthreads + 1
                 continue
@@ -699,7 +707,7 @@ def run(
                     w_lastpc = b_lastpc = lastpc
                     k = 0
                     t = scratch[0, SCR_ORDER]
-                    for j in range(32):
+                    for j in range(24):
                         scratch[t, j] = regs[t, j]
                     for j in range(NTH):
                         scratch[t, SCR_TH + j] = th[t, j]

@@ -209,7 +209,35 @@ C_DB: Final = 14  # source pair register (even)
 C_ENDIAN: Final = 15  # 1 = big-endian access
 C_STATUS: Final = 16  # DecodeStatus; non-zero = illegal instruction
 C_SIG: Final = 17  # signature index (-1 undecodable)
-NCOL: Final = 18
+C_FAST: Final = 18  # FAST_* kind when the interpreter's fast path runs the row as is, else 0
+C_JUMP: Final = 19  # JC_* jump of a fast row
+NCOL: Final = 20
+
+# fast kinds (C_FAST): the forms the interpreter's fast path runs without further checks
+FAST_NONE: Final = 0
+FAST_LW: Final = 1  # aligned little-endian lw into a register, no flags
+FAST_LD: Final = 2  # aligned little-endian ld into a pair, no flags
+FAST_CALL: Final = 3  # call/jump with no flags
+FAST_ACQUIRE: Final = 4  # acquire with a true/z/nz jump or none (runs when the bit is set)
+FAST_ADD: Final = 5  # then the 32-bit ALU operations, in FAST_ALU_OPS order
+#: ALU operations of the fast path: destination a register or none, no set-condition
+FAST_ALU_OPS: Final = ("add", "sub", "and", "or", "xor", "lsl", "lsr", "addc", "subc")
+FAST_SUB: Final = FAST_ADD + 1
+FAST_AND: Final = FAST_ADD + 2
+FAST_OR: Final = FAST_ADD + 3
+FAST_XOR: Final = FAST_ADD + 4
+FAST_LSL: Final = FAST_ADD + 5
+FAST_LSR: Final = FAST_ADD + 6
+FAST_ADDC: Final = FAST_ADD + 7
+FAST_SUBC: Final = FAST_ADD + 8
+
+# jumps of fast rows (C_JUMP)
+JC_NONE: Final = 0
+JC_TRUE: Final = 1
+JC_Z: Final = 2
+JC_NZ: Final = 3
+JC_LTU: Final = 4
+JC_GEU: Final = 5
 
 # load/store detail bits (C_SUB): size in bits 0-3, signed bit 4, safe bit 5, store kind bits 6-7
 SUB_SIGNED: Final = 16
@@ -426,7 +454,32 @@ def compile_program(decoded: DecodedProgram) -> npt.NDArray[np.int64]:
     code[bad, C_COND] = -1
     code[bad, C_SIG] = np.where(known[bad], sig[bad], -1)
     code[:, C_STATUS] = status
+    _fill_fast(code)
     return code.reshape(n, NCOL)
+
+
+def _fill_fast(code: npt.NDArray[np.int64]) -> None:
+    """Columns C_FAST and C_JUMP of ``code`` (see the FAST_* kinds)."""
+    op, dk, mode, cond = code[:, C_OP], code[:, C_DK], code[:, C_MODE], code[:, C_COND]
+    flags, size = code[:, C_FLAGS], code[:, C_SUB] & (15 | SUB_SAFE)
+    jump = np.full(len(code), -1, np.int64)
+    jump[mode == MODE_PLAIN] = JC_NONE
+    is_jump = mode == MODE_JUMP
+    for cn, jc in ((CN_TRUE, JC_TRUE), (CN_Z, JC_Z), (CN_NZ, JC_NZ), (CN_LTU, JC_LTU)):
+        jump[is_jump & (cond == cn)] = jc
+    jump[is_jump & (cond == CN_GEU)] = JC_GEU
+    reg_or_none = (dk == DK_REG) | (dk == DK_NONE)
+    fast = np.zeros(len(code), np.int64)
+    for i, name in enumerate(FAST_ALU_OPS):
+        fast[(op == _OP[name]) & reg_or_none & (jump >= 0)] = FAST_ADD + i
+    plain_load = (op == OP_LOAD) & (flags == 0) & (code[:, C_ENDIAN] == 0)
+    fast[plain_load & (size == 4) & (dk == DK_REG)] = FAST_LW
+    fast[plain_load & (size == 8) & (dk != DK_NONE)] = FAST_LD
+    fast[(op == OP_CALL) & (flags == 0) & reg_or_none] = FAST_CALL
+    acquire_jump = (jump == JC_NONE) | (jump == JC_TRUE) | (jump == JC_Z) | (jump == JC_NZ)
+    fast[(op == OP_ACQUIRE) & (dk == DK_NONE) & acquire_jump] = FAST_ACQUIRE
+    code[:, C_FAST] = fast
+    code[:, C_JUMP] = np.where(fast >= FAST_ADD, jump, np.where(fast == FAST_ACQUIRE, jump, 0))
 
 
 def _fill_operands(sig: int, row: npt.NDArray[np.int64], v: npt.NDArray[np.int64]) -> None:
