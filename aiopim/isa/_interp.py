@@ -249,7 +249,9 @@ D_DMA_FREE: Final = 22  # time the DMA engine is free again (ps)
 D_DMA_REQS: Final = 23  # DMA requests served since boot
 D_DMA_BYTES: Final = 24  # bytes moved by them
 D_ROUNDS: Final = 25  # slots per thread of the next window (0: not set yet)
-ND: Final = 26
+D_AGAIN: Final = 26  # 1: the issue pattern of the last window (in the work array) goes on
+D_WNF: Final = 27  # the number of threads of that pattern
+ND: Final = 28
 
 BIG: Final = 1 << 62
 
@@ -524,7 +526,6 @@ def run(
     fw = False  # inside a window
     fend = False  # the slot ``cs`` of thread ``t`` cannot be issued in the window
     cool = 0  # exact issues left before the next attempt to open a window
-    again = False  # the last window ended by its length and the next one opens at its end
     rounds = dv[D_ROUNDS]  # slots per thread of the next window (halved by a re-run)
     if rounds <= 0:
         rounds = WINDOW_ROUNDS
@@ -538,10 +539,18 @@ def run(
     w_instr = w_issued = w_last = w_rr = w_lastpc = 0  # counters at the window's start
     b_last = b_rr = b_lastpc = 0  # latest issue of the threads done so far
     s_last = s_rr = s_lastpc = s_next = 0  # before the current slot (undone if it cannot issue)
+    # the last window ended by its length or the cycle limit: the next one opens where it ended,
+    # with the same threads at the same offsets in the period (rotated to its end)
+    again = dv[D_AGAIN] != 0
+    if again:
+        nf = dv[D_WNF]
+        per = nf if nf > REVOLVER_CYCLES else REVOLVER_CYCLES
+    fcut = False  # the window's end was set by a slot that cannot issue
     while True:
         if fw:
             if fend:
                 fend = False
+                fcut = True
                 fe = cs
                 if b_last >= fe:
                     # a thread run before this one issued at or after the new end: run the
@@ -597,12 +606,23 @@ def run(
                 last = b_last
                 rr = b_rr
                 lastpc = b_lastpc
-                if fe == c0 + rounds * per:
-                    # ended by its length: the same issue pattern goes on from fe
+                if not fcut and fe < dma_min:
+                    # ended by its length or the cycle limit: the issue pattern goes on from fe
+                    if fe != c0 + rounds * per:
+                        for q in range(nf):
+                            scratch[q, SCR_OFF] = (c0 + scratch[q, SCR_OFF] - fe) % per
+                        for q in range(1, nf):  # in issue order again
+                            j = q
+                            while j > 0 and scratch[j - 1, SCR_OFF] > scratch[j, SCR_OFF]:
+                                for col in (SCR_ORDER, SCR_OFF):
+                                    v = scratch[j - 1, col]
+                                    scratch[j - 1, col] = scratch[j, col]
+                                    scratch[j, col] = v
+                                j -= 1
+                    elif rounds < WINDOW_ROUNDS:
+                        rounds <<= 1
                     cool = 0
                     again = True
-                    if rounds < WINDOW_ROUNDS:
-                        rounds <<= 1
                 elif fe - c0 < SHORT_WINDOW_ROUNDS * per:
                     # windows this short cost more than they save: issue a while cycle by cycle
                     cool = SHORT_WINDOW_ROUNDS * nthreads
@@ -619,16 +639,19 @@ def run(
             s_next = th[t, T_NEXT]
         else:
             if dma_min <= c:
+                again = False  # a thread becomes ready: another issue pattern
                 dv[D_CYCLE] = c
                 dv[D_RR] = rr
                 dv[D_INSTR] = instr
                 dv[D_LAST] = last
                 dv[D_LAST_PC] = lastpc
                 dv[D_ROUNDS] = rounds
+                dv[D_AGAIN] = 1 if again else 0
+                dv[D_WNF] = nf
                 return R_DMA_DUE
             if cool <= 0 and c < cycle_limit and nthreads > 0:
+                fcut = False
                 if again:
-                    # the last window ended by its length: its issue pattern goes on from fe
                     again = False
                     steady = True
                     c0 = c
@@ -690,6 +713,7 @@ def run(
                             break
                         if ends_window(code, regs, th, atomic, scratch[q, SCR_ORDER]):
                             fe = c0 + scratch[q, SCR_OFF]
+                            fcut = True
                             break
                 if fe > cycle_limit:
                     fe = cycle_limit
@@ -748,6 +772,8 @@ def run(
                     dv[D_LAST] = last
                     dv[D_LAST_PC] = lastpc
                     dv[D_ROUNDS] = rounds
+                    dv[D_AGAIN] = 1 if again else 0
+                    dv[D_WNF] = nf
                     dv[D_END] = dv[D_LAST] + REVOLVER_CYCLES
                     return R_END
                 nc = earliest if earliest < dma_min else dma_min
@@ -760,6 +786,8 @@ def run(
                     dv[D_LAST] = last
                     dv[D_LAST_PC] = lastpc
                     dv[D_ROUNDS] = rounds
+                    dv[D_AGAIN] = 1 if again else 0
+                    dv[D_WNF] = nf
                     return R_LIMIT
                 c = nc
                 continue
@@ -770,6 +798,8 @@ def run(
                 dv[D_LAST] = last
                 dv[D_LAST_PC] = lastpc
                 dv[D_ROUNDS] = rounds
+                dv[D_AGAIN] = 1 if again else 0
+                dv[D_WNF] = nf
                 return R_LIMIT
             if issued >= max_issue:
                 dv[D_CYCLE] = c
@@ -778,6 +808,8 @@ def run(
                 dv[D_LAST] = last
                 dv[D_LAST_PC] = lastpc
                 dv[D_ROUNDS] = rounds
+                dv[D_AGAIN] = 1 if again else 0
+                dv[D_WNF] = nf
                 return R_STEP
 
         # ---- issue one instruction of thread t at cycle c ----
@@ -798,6 +830,8 @@ def run(
             dv[D_LAST] = last
             dv[D_LAST_PC] = lastpc
             dv[D_ROUNDS] = rounds
+            dv[D_AGAIN] = 1 if again else 0
+            dv[D_WNF] = nf
             return R_FAULT
         op = code[pc, C_OP]
         npc = pc + 1
@@ -1135,6 +1169,8 @@ def run(
                 dv[D_LAST] = last
                 dv[D_LAST_PC] = lastpc
                 dv[D_ROUNDS] = rounds
+                dv[D_AGAIN] = 1 if again else 0
+                dv[D_WNF] = nf
                 return R_DMA_REQUEST
         elif op == OP_ACQUIRE or op == OP_RELEASE:
             v = (av + bv) & 0xFFFF
@@ -1255,6 +1291,8 @@ def run(
             dv[D_LAST] = last
             dv[D_LAST_PC] = lastpc
             dv[D_ROUNDS] = rounds
+            dv[D_AGAIN] = 1 if again else 0
+            dv[D_WNF] = nf
             if fault == FK_SAFE and dk == DK_REG:
                 regs[t, d] = result
             return R_FAULT
@@ -1580,6 +1618,7 @@ def run_dpus(
     atomics: list[npt.NDArray[np.uint8]],
     wrams: list[npt.NDArray[np.uint8]],
     dmas: list[npt.NDArray[np.int64]],
+    scratches: list[npt.NDArray[np.int64]],
     pages: list[npt.NDArray[np.uint8]],
     pmaps: list[npt.NDArray[np.int64]],
     sel: npt.NDArray[np.int64],
@@ -1590,10 +1629,6 @@ def run_dpus(
     ``until_ps``, serving DMA requests and resident-page transfers in the loop; ``reasons[j]``
     is ``R_LIMIT`` or what DPU ``sel[j]`` needs from Python. Returns how many need it."""
     need = 0
-    most = 1
-    for j in range(sel.shape[0]):
-        most = max(most, dvs[sel[j]][D_NTHREADS])
-    work = np.zeros((most, NSCR), np.int64)
     for j in range(sel.shape[0]):
         i = sel[j]
         dv = dvs[i]
@@ -1602,7 +1637,7 @@ def run_dpus(
         wram = wrams[i]
         limit = first_cycle(until_ps, dv[D_BOOT_PS], dv[D_PS_NUM], dv[D_PS_DEN])
         while True:
-            r = run(codes[i], regs[i], th, dv, atomics[i], wram, dma, limit, BIG, work)
+            r = run(codes[i], regs[i], th, dv, atomics[i], wram, dma, limit, BIG, scratches[i])
             if r == R_DMA_REQUEST:
                 dma_request(th, dv, dma)
                 continue
@@ -1628,7 +1663,8 @@ A_NWRAM: Final = 7
 A_DMA: Final = 8
 A_PMAP: Final = 9
 A_NPMAP: Final = 10
-NA: Final = 11
+A_SCRATCH: Final = 11
+NA: Final = 12
 
 
 def address_row(
@@ -1640,9 +1676,12 @@ def address_row(
     wram: npt.NDArray[np.uint8],
     dma: npt.NDArray[np.int64],
     pmap: npt.NDArray[np.int64],
+    scratch: npt.NDArray[np.int64],
 ) -> list[int]:
     """One DPU's row of the address table (the caller keeps the arrays alive)."""
-    assert all(a.flags.c_contiguous for a in (code, regs, th, dv, atomic, wram, dma, pmap))
+    arrays = (code, regs, th, dv, atomic, wram, dma, pmap, scratch)
+    assert all(a.flags.c_contiguous for a in arrays)
+    assert scratch.shape[0] >= th.shape[0] and scratch.shape[1] == NSCR
     return [
         code.ctypes.data,
         code.shape[0],
@@ -1655,6 +1694,7 @@ def address_row(
         dma.ctypes.data,
         pmap.ctypes.data,
         pmap.shape[0],
+        scratch.ctypes.data,
     ]
 
 

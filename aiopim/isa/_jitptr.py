@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import numba
-import numpy as np
 from numba import types
 from numba.extending import intrinsic, register_jitable
 from numba.np.numpy_support import carray
@@ -125,10 +124,6 @@ def run_dpus_at(tab: Any, pages: Any, sel: Any, until_ps: int, reasons: Any) -> 
     """:func:`_interp.run_dpus` over the address table ``tab`` (rows ``sel``) and the page
     address list ``pages``."""
     need = 0
-    most = 1
-    for j in range(sel.shape[0]):
-        most = max(most, carray(_i64(tab[sel[j]][I.A_DV]), I.ND)[I.D_NTHREADS])
-    work = np.zeros((most, I.NSCR), np.int64)
     for j in range(sel.shape[0]):
         row = tab[sel[j]]
         dv = carray(_i64(row[I.A_DV]), I.ND)
@@ -140,6 +135,7 @@ def run_dpus_at(tab: Any, pages: Any, sel: Any, until_ps: int, reasons: Any) -> 
         wram = carray(_u8(row[I.A_WRAM]), row[I.A_NWRAM])
         dma = carray(_i64(row[I.A_DMA]), (n, 4))
         pmap = carray(_i64(row[I.A_PMAP]), row[I.A_NPMAP])
+        work = carray(_i64(row[I.A_SCRATCH]), (n, I.NSCR))
         limit = I.first_cycle(until_ps, dv[I.D_BOOT_PS], dv[I.D_PS_NUM], dv[I.D_PS_DEN])
         while True:
             r = _loop(code, regs, th, dv, atomic, wram, dma, limit, I.BIG, work)

@@ -521,7 +521,9 @@ class IsaScheduler:
             self._lists = ()
             self._table = np.array(
                 [
-                    I.address_row(r.code, r.regs, r.th, r.dv, r.atomic, r.dpu.wram, r.dma, r.pmap)
+                    I.address_row(
+                        r.code, r.regs, r.th, r.dv, r.atomic, r.dpu.wram, r.dma, r.pmap, r.scratch
+                    )
                     for r in runners
                 ],
                 np.int64,
@@ -530,7 +532,7 @@ class IsaScheduler:
         else:
             self._lists = tuple(
                 [r.dpu.wram if name == "wram" else getattr(r, name) for r in runners]
-                for name in ("code", "regs", "th", "dv", "atomic", "wram", "dma")
+                for name in ("code", "regs", "th", "dv", "atomic", "wram", "dma", "scratch")
             )
             self._pmaps = [r.pmap for r in runners]
             self._run_dpus = I.run_dpus
