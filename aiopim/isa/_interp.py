@@ -115,6 +115,7 @@ from ._semantics import (
     DK_PAIR,
     DK_PAIR_S,
     DK_REG,
+    FAST_ACQUIRE,
     FAST_ADD,
     FAST_ADDC,
     FAST_AND,
@@ -711,7 +712,13 @@ def run(
                     for q in range(nf):
                         if c0 + scratch[q, SCR_OFF] >= fe:
                             break
-                        if ends_window(code, regs, th, atomic, scratch[q, SCR_ORDER]):
+                        u = scratch[q, SCR_ORDER]
+                        pc = th[u, T_PC]
+                        if pc >= 0 and pc < nprog:
+                            f = code[pc, C_FAST]
+                            if f != FAST_NONE and f != FAST_ACQUIRE:
+                                continue  # the common case: a row of the window's fast path
+                        if ends_window(code, regs, th, atomic, u):
                             fe = c0 + scratch[q, SCR_OFF]
                             fcut = True
                             break
@@ -1486,8 +1493,8 @@ def get_run(jit: bool) -> Callable[..., int]:
         import numba
         from numba.extending import register_jitable
 
-        register_jitable(ends_window)
-        register_jitable(thread_slots)
+        register_jitable(inline="always")(ends_window)
+        register_jitable(inline="always")(thread_slots)
         _JIT_RUN = numba.njit(cache=True, nogil=True)(run)
     return _JIT_RUN
 
