@@ -46,6 +46,8 @@ class Kernel:
         self.now = 0
         self._heap: list[Entry] = []
         self._seq = 0
+        #: sequence numbers of the proxies of local queues: after every event's
+        self._proxy_seq = 1 << 62
         self._explore: random.Random | None = (
             random.Random(explore_seed) if explore_seed is not None else None
         )
@@ -103,9 +105,16 @@ class Kernel:
     def next_event_time(self) -> int | None:
         """Time of the earliest live event, or None."""
         heap = self._heap
-        while heap and heap[0][4] is None:
-            heappop(heap)
-        return heap[0][0] if heap else None
+        while heap:
+            entry = heap[0]
+            if entry[4] is None:
+                heappop(heap)
+                continue
+            queue = entry[5]
+            if type(queue) is LocalQueue and not queue.settle(entry):
+                continue
+            return int(entry[0])
+        return None
 
     def run(self, limit: int) -> None:
         """Process events due at or before ``limit`` until a host task has been woken.
@@ -172,6 +181,132 @@ class Kernel:
         for reporter in self.blocked_reporters:
             lines.extend(reporter())
         return lines
+
+
+class LocalQueue:
+    """The events of one group of actors (a DPU) in a heap of their own.
+
+    The group is represented in the kernel's heap by one proxy entry with the time, priority
+    and actor of its earliest event; when the proxy is due, the group's events run while each
+    one precedes the kernel's earliest entry. The merge is exact: every event runs at the same
+    place of the ``(time, priority, actor, sequence)`` order as if it were in the kernel's heap
+    (sequence numbers and exploration keys come from the kernel), as long as no event outside
+    the group has one of its actors. Only the kernel's heap stays small, and a group's
+    simultaneous events run together.
+    """
+
+    __slots__ = ("_draining", "_head", "_heap", "_proxy", "kernel")
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self._heap: list[Entry] = []
+        #: the entry standing for this queue in the kernel's heap (None while draining or empty)
+        self._proxy: Entry | None = None
+        #: the event whose time, priority and actor the proxy carries
+        self._head: Entry | None = None
+        self._draining = False
+
+    @property
+    def now(self) -> int:
+        """The kernel's virtual time."""
+        return self.kernel.now
+
+    @property
+    def crashed(self) -> BaseException | None:
+        """The kernel's unrouted failure (see :attr:`Kernel.crashed`)."""
+        return self.kernel.crashed
+
+    @crashed.setter
+    def crashed(self, exc: BaseException | None) -> None:
+        self.kernel.crashed = exc
+
+    def call_at(
+        self, when: int, fn: Callback, arg: Any = None, actor: int = 0, priority: int = PRIO_NORMAL
+    ) -> Entry:
+        """:meth:`Kernel.call_at` for an event of this group."""
+        k = self.kernel
+        if when < k.now:
+            when = k.now
+        k._seq += 1
+        if k._explore is not None:
+            actor = k._explore.getrandbits(62)
+        entry: Entry = [when, priority, actor, k._seq, fn, arg]
+        heappush(self._heap, entry)
+        if not self._draining:
+            head = self._head
+            if head is None or entry < head:
+                self._post(entry)
+        return entry
+
+    def call_soon(
+        self, fn: Callback, arg: Any = None, actor: int = 0, priority: int = PRIO_NORMAL
+    ) -> Entry:
+        """:meth:`Kernel.call_soon` for an event of this group."""
+        return self.call_at(self.kernel.now, fn, arg, actor, priority)
+
+    def is_last(self, entry: Entry) -> bool:
+        """:meth:`Kernel.is_last`."""
+        return self.kernel.is_last(entry)
+
+    def _post(self, head: Entry) -> None:
+        """Stand for this queue in the kernel's heap with the time, priority and actor of
+        ``head``; the proxy's own sequence number sorts after every event's, so a cancelled
+        proxy never ties with a live one or with ``head``."""
+        proxy = self._proxy
+        if proxy is not None:
+            proxy[4] = None
+        k = self.kernel
+        k._proxy_seq += 1
+        proxy = [head[0], head[1], head[2], k._proxy_seq, self._drain, self]
+        heappush(k._heap, proxy)
+        self._proxy = proxy
+        self._head = head
+
+    def settle(self, proxy: Entry) -> bool:
+        """True if ``proxy`` carries the time of this queue's earliest live event; otherwise
+        replace it (cancelled events were at the head)."""
+        heap = self._heap
+        while heap and heap[0][4] is None:
+            heappop(heap)
+        if proxy is self._proxy and heap and heap[0][0] == proxy[0]:
+            return True
+        proxy[4] = None
+        if proxy is self._proxy:
+            self._proxy = self._head = None
+            if heap:
+                self._post(heap[0])
+        return False
+
+    def _drain(self, _: Any) -> None:
+        """Run this queue's events while they come before everything else (the proxy's event)."""
+        self._proxy = self._head = None
+        self._draining = True
+        k = self.kernel
+        heap = self._heap
+        kheap = k._heap
+        pending = k.host_pending
+        limit = k.limit
+        n = 0
+        try:
+            while heap:
+                entry = heap[0]
+                fn = entry[4]
+                if fn is None:
+                    heappop(heap)
+                    continue
+                if entry[0] > limit or pending or (kheap and kheap[0] < entry):
+                    break
+                heappop(heap)
+                k.now = entry[0]
+                n += 1
+                fn(entry[5])
+        finally:
+            self._draining = False
+            k.events_processed += n - 1  # the kernel counted the proxy
+            while heap and heap[0][4] is None:
+                heappop(heap)
+            if heap:
+                self._post(heap[0])
 
 
 class HostWaiter:
@@ -289,7 +424,7 @@ class Process:
 
     def __init__(
         self,
-        kernel: Kernel,
+        kernel: Kernel | LocalQueue,
         coro: Coroutine[Any, Any, Any],
         actor: int,
         name: str,

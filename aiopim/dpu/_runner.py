@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import timing
 from .._machine._engine import DpuRunner
-from .._runtime._kernel import Command, Entry, Kernel, Process
+from .._runtime._kernel import Command, Entry, Kernel, LocalQueue, Process
 
 if TYPE_CHECKING:
     from .._machine._dpu import Dpu
@@ -52,13 +52,16 @@ class Pipeline:
         "instructions",
         "kernel",
         "n",
+        "queue",
         "spin_attained",
         "spinning",
         "t",
     )
 
-    def __init__(self, kernel: Kernel, cycle_ps: float, actor: int) -> None:
-        self.kernel = kernel
+    def __init__(self, queue: LocalQueue, cycle_ps: float, actor: int) -> None:
+        self.kernel = queue.kernel
+        #: where the pipeline's timer is scheduled (the DPU's events)
+        self.queue = queue
         self.cycle_ps = cycle_ps
         self._actor = actor
         self.n = 0
@@ -158,18 +161,18 @@ class Pipeline:
             if timer[0] == when and k.is_last(timer):
                 return  # a new timer would be this one: same time, actor and rank
             timer[4] = None
-        self._timer = k.call_at(when, self._on_timer, None, self._actor)
+        self._timer = self.queue.call_at(when, self._on_timer, None, self._actor)
 
     def _on_timer(self, _: Any) -> None:
         self._timer = None
         self._advance()
         heap = self._heap
-        k = self.kernel
+        q = self.queue
         limit = self.attained + 1e-6
         while heap and heap[0][0] <= limit:
             _, _, proc, then, arg = heappop(heap)
             self.n -= 1
-            k.call_soon(then, arg, proc.actor)
+            q.call_soon(then, arg, proc.actor)
         self._reschedule()
 
 
@@ -197,10 +200,12 @@ class DmaEngine:
     pipeline to the others.
     """
 
-    __slots__ = ("_actor", "_costs", "bytes", "chip", "free_at", "kernel", "requests")
+    __slots__ = ("_actor", "_costs", "bytes", "chip", "free_at", "kernel", "queue", "requests")
 
-    def __init__(self, kernel: Kernel, chip: timing.ChipProfile, actor: int) -> None:
-        self.kernel = kernel
+    def __init__(self, queue: LocalQueue, chip: timing.ChipProfile, actor: int) -> None:
+        self.kernel = queue.kernel
+        #: where completions are scheduled (the DPU's events)
+        self.queue = queue
         self.chip = chip
         self._actor = actor
         self.free_at = 0
@@ -223,7 +228,7 @@ class DmaEngine:
         when = start + cost[1]
         self.requests += 1
         self.bytes += size
-        k.call_at(when, done, arg, self._actor)
+        self.queue.call_at(when, done, arg, self._actor)
         return when
 
 
@@ -313,8 +318,11 @@ class TaskletRunner(DpuRunner):
     def __init__(self, dpu: Dpu) -> None:
         super().__init__(dpu)
         self.kernel = dpu.kernel
-        self.pipeline = Pipeline(dpu.kernel, dpu.chip.cycle_ps, dpu.actor)
-        self.dma = DmaEngine(dpu.kernel, dpu.chip, dpu.actor)
+        #: the DPU's events: its tasklets only meet the rest of the machine through kernel
+        #: events (host transfers, launches), so they are kept apart and merged in exact order
+        self.queue = LocalQueue(dpu.kernel)
+        self.pipeline = Pipeline(self.queue, dpu.chip.cycle_ps, dpu.actor)
+        self.dma = DmaEngine(self.queue, dpu.chip, dpu.actor)
         self.tasklets: list[Process] = []
         self._live = 0
         #: tasklets busy-polling WRAM, resumed by :meth:`wram_written`
@@ -323,12 +331,14 @@ class TaskletRunner(DpuRunner):
     def spawn(self, tasklet_id: int, coro: Coroutine[Any, Any, Any]) -> Process:
         """Start one tasklet coroutine on this DPU."""
         dpu = self.dpu
-        proc = self.kernel.spawn(
+        proc = Process(
+            self.queue,
             coro,
-            actor=dpu.actor | tasklet_id,
-            name=f"DPU {dpu.name} tasklet {tasklet_id}",
-            on_exit=self._tasklet_exit,
+            dpu.actor | tasklet_id,
+            f"DPU {dpu.name} tasklet {tasklet_id}",
+            self._tasklet_exit,
         )
+        self.queue.call_soon(proc.resume, None, proc.actor)
         self.tasklets.append(proc)
         self._live += 1
         return proc
@@ -374,7 +384,7 @@ class TaskletRunner(DpuRunner):
                 self.pipeline.unspin(spin.mark)
                 proc = spin.proc
                 proc.blocked_on = None
-                self.kernel.call_soon(proc.resume, None, proc.actor)
+                self.queue.call_soon(proc.resume, None, proc.actor)
             else:
                 keep.append(spin)
         self.spinners = keep
