@@ -260,28 +260,55 @@ class DmaCommand(Command):
         proc.resume(None)
 
 
-class ComputeDmaCommand(Command):
-    """``ComputeCommand`` then ``DmaCommand``, with one step of the tasklet instead of two.
+class MramDmaCommand(Command):
+    """``mram_read`` / ``mram_write``: issue the tasklet's pending ``instructions``, then one
+    DMA between MRAM offset ``mram`` and WRAM ``wram``, with one step of the tasklet.
 
     The DMA is submitted at the instant (and in the event) the tasklet would have resumed
-    after its instructions issued, exactly as the two commands awaited in turn would do it.
+    after its instructions issued, exactly as a compute then a DMA awaited in turn would do it.
+    The bytes move when the transfer completes.
     """
 
-    __slots__ = ("dma", "instructions", "pipeline")
+    __slots__ = ("instructions", "mram", "runner", "size", "wram", "write")
 
-    def __init__(self, pipeline: Pipeline, instructions: int, dma: DmaCommand) -> None:
-        self.pipeline = pipeline
+    def __init__(
+        self, runner: TaskletRunner, instructions: int, mram: int, wram: int, size: int, write: bool
+    ) -> None:
+        self.runner = runner
         self.instructions = instructions
-        self.dma = dma
+        self.mram = mram
+        self.wram = wram
+        self.size = size
+        self.write = write
 
     def arm(self, proc: Process) -> None:
-        proc.blocked_on = "compute"
-        self.pipeline.compute(proc, self.instructions, self._issued, proc)
+        if self.instructions:
+            proc.blocked_on = "compute"
+            self.runner.pipeline.compute(proc, self.instructions, self._issue, proc)
+        else:
+            proc.blocked_on = "DMA"
+            self.runner.dma.submit(self.size, self.write, self._complete, proc)
 
-    def _issued(self, proc: Process) -> None:
+    def _issue(self, proc: Process) -> None:
         if proc.done:
             return
-        self.dma.arm(proc)
+        proc.blocked_on = "DMA"
+        self.runner.dma.submit(self.size, self.write, self._complete, proc)
+
+    def _complete(self, proc: Process) -> None:
+        if proc.done:
+            return
+        dpu = self.runner.dpu
+        w = self.wram
+        try:
+            if self.write:
+                dpu.mram.write(self.mram, dpu.wram[w : w + self.size].copy())
+            else:
+                dpu.mram.read_into(self.mram, dpu.wram[w : w + self.size])
+        except BaseException as exc:
+            proc.throw(exc)
+            return
+        proc.resume(None)
 
 
 class SpinCommand(Command):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -16,7 +17,14 @@ from ._mailbox import MailboxOps
 from ._mram import MramMixin
 from ._perfcounter import PerfcounterMixin
 from ._program import Var
-from ._runner import ComputeCommand, ComputeDmaCommand, DmaCommand, DpuFault, TaskletRunner
+from ._runner import (
+    ComputeCommand,
+    DmaCommand,
+    DpuFault,
+    MramDmaCommand,
+    Pipeline,
+    TaskletRunner,
+)
 from ._stdio import StdioMixin, reset_stdio
 
 if TYPE_CHECKING:
@@ -65,22 +73,22 @@ def start_tasklets(dpu: Dpu, program: TaskletProgram, main: MainFn) -> None:
 class _BarrierCommand(Command):
     """``barrier_wait``: issue its instructions, then arrive (one tasklet step, not two)."""
 
-    __slots__ = ("barrier", "instructions", "tasklet")
+    __slots__ = ("barrier", "instructions", "pipeline")
 
-    def __init__(self, tasklet: Tasklet, instructions: int, barrier: BarrierDecl) -> None:
-        self.tasklet = tasklet
+    def __init__(self, pipeline: Pipeline, instructions: int, barrier: _Barrier) -> None:
+        self.pipeline = pipeline
         self.instructions = instructions
         self.barrier = barrier
 
     def arm(self, proc: Process) -> None:
         proc.blocked_on = "compute"
-        self.tasklet.runner.pipeline.compute(proc, self.instructions, self._arrive, proc)
+        self.pipeline.compute(proc, self.instructions, self._arrive, proc)
 
     def _arrive(self, proc: Process) -> None:
         # runs in the event where the tasklet would have resumed after its instructions
         if proc.done:
             return
-        b = self.tasklet._barrier(self.barrier)
+        b = self.barrier
         if b.count == 1:
             b.count = b.initial
             b.queue.wake_all()
@@ -129,6 +137,8 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         #: WRAM views of variables by (name, dtype, count): (start, end, dtype)
         self._views: dict[tuple[str, Any, int | None], tuple[int, int, np.dtype[Any]]] = {}
         self._polls: dict[tuple[str, str, str], tuple[list[tuple[int, int]], str]] = {}
+        #: barrier states by name (they live in ``dpu.persistent``, fixed while a run lasts)
+        self._barriers: dict[str, _Barrier] = {}
 
     async def _run(self, main: MainFn) -> None:
         try:
@@ -250,39 +260,27 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
             raise DpuFault(f"DMA fault: WRAM range [{wram:#x}, {wram + size:#x}) out of bounds")
         return mram
 
-    async def mram_read(self, mram: int, wram: int, size: int) -> None:
+    def mram_read(self, mram: int, wram: int, size: int) -> Awaitable[None]:
         """``mram_read(from, to, size)``: MRAM → WRAM by DMA (blocks this tasklet)."""
         off = self._dma_checks(self._mram_addr(mram), wram, size)
-        dpu = self.dpu
+        if self._deferred_dma:
+            return self._flush_then(MramDmaCommand(self.runner, 0, off, wram, size, False))
+        n = self._pending  # issued in the same tasklet step: see MramDmaCommand
+        self._pending = 0
+        return MramDmaCommand(self.runner, n, off, wram, size, False)
 
-        def apply() -> None:
-            dpu.wram[wram : wram + size] = dpu.mram.read(off, size)
-
-        dma = DmaCommand(self.runner.dma, size, False, apply)
-        n = self._pending
-        if n and not self._deferred_dma:  # one tasklet step: see ComputeDmaCommand
-            self._pending = 0
-            await ComputeDmaCommand(self.runner.pipeline, n, dma)
-        else:
-            await self.flush()
-            await dma
-
-    async def mram_write(self, wram: int, mram: int, size: int) -> None:
+    def mram_write(self, wram: int, mram: int, size: int) -> Awaitable[None]:
         """``mram_write(from, to, size)``: WRAM → MRAM by DMA (blocks this tasklet)."""
         off = self._dma_checks(self._mram_addr(mram), wram, size)
-        dpu = self.dpu
-
-        def apply() -> None:
-            dpu.mram.write(off, dpu.wram[wram : wram + size].copy())
-
-        dma = DmaCommand(self.runner.dma, size, True, apply)
+        if self._deferred_dma:
+            return self._flush_then(MramDmaCommand(self.runner, 0, off, wram, size, True))
         n = self._pending
-        if n and not self._deferred_dma:  # one tasklet step: see ComputeDmaCommand
-            self._pending = 0
-            await ComputeDmaCommand(self.runner.pipeline, n, dma)
-        else:
-            await self.flush()
-            await dma
+        self._pending = 0
+        return MramDmaCommand(self.runner, n, off, wram, size, True)
+
+    async def _flush_then(self, command: Command) -> None:
+        await self.flush()
+        await command
 
     def _mram_addr(self, where: Var | int) -> int:
         if type(where) is int:
@@ -301,15 +299,20 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         return self.program.address_of("__sys_used_mram_end")
 
     # -- synchronisation ---------------------------------------
-    async def barrier_wait(self, barrier: BarrierDecl) -> None:
+    def barrier_wait(self, barrier: BarrierDecl) -> Awaitable[None]:
         """``barrier_wait``: the last arrival resumes every waiter and resets the count."""
         self._pending += timing.BARRIER_WAIT_INSTRUCTIONS
-        if not self._deferred_dma:
-            # one tasklet step: the arrival is counted when the instructions have issued
-            n = self._pending
-            self._pending = 0
-            await _BarrierCommand(self, n, barrier)
-            return
+        if self._deferred_dma:
+            return self._barrier_after_flush(barrier)
+        # one tasklet step: the arrival is counted when the instructions have issued
+        n = self._pending
+        self._pending = 0
+        b = self._barriers.get(barrier.name)
+        if b is None:
+            b = self._barriers[barrier.name] = self._barrier(barrier)
+        return _BarrierCommand(self.runner.pipeline, n, b)
+
+    async def _barrier_after_flush(self, barrier: BarrierDecl) -> None:
         await self.flush()
         b = self._barrier(barrier)
         if b.count == 1:
