@@ -193,17 +193,22 @@ class LocalQueue:
     (sequence numbers and exploration keys come from the kernel), as long as no event outside
     the group has one of its actors. Only the kernel's heap stays small, and a group's
     simultaneous events run together.
+
+    Besides its heap the queue has one *slot*: an entry its owner (the DPU's pipeline) moves
+    in place instead of cancelling it and scheduling another (see :meth:`set_slot`).
     """
 
-    __slots__ = ("_draining", "_head", "_heap", "_proxy", "kernel")
+    __slots__ = ("_draining", "_heap", "_key", "_proxy", "kernel", "slot")
 
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
         self._heap: list[Entry] = []
         #: the entry standing for this queue in the kernel's heap (None while draining or empty)
         self._proxy: Entry | None = None
-        #: the event whose time, priority and actor the proxy carries
-        self._head: Entry | None = None
+        #: ``[time, priority, actor, sequence]`` of the event the proxy stands for
+        self._key: list[int] | None = None
+        #: the movable entry (not in the heap), or None
+        self.slot: Entry | None = None
         self._draining = False
 
     @property
@@ -233,8 +238,8 @@ class LocalQueue:
         entry: Entry = [when, priority, actor, k._seq, fn, arg]
         heappush(self._heap, entry)
         if not self._draining:
-            head = self._head
-            if head is None or entry < head:
+            key = self._key
+            if key is None or entry < key:
                 self._post(entry)
         return entry
 
@@ -248,10 +253,24 @@ class LocalQueue:
         """:meth:`Kernel.is_last`."""
         return self.kernel.is_last(entry)
 
+    def set_slot(self, entry: Entry | None) -> None:
+        """Make ``entry`` the slot (None: empty it).
+
+        The owner may change the slot entry's time, actor and sequence number in place before
+        calling this again (never while it is due: the queue empties the slot before running
+        it). The sequence number must be fresh from the kernel (``kernel._seq``), and in
+        exploration mode the actor a fresh random key, as :meth:`call_at` would make them.
+        """
+        self.slot = entry
+        if entry is not None and not self._draining:
+            key = self._key
+            if key is None or entry < key:
+                self._post(entry)
+
     def _post(self, head: Entry) -> None:
         """Stand for this queue in the kernel's heap with the time, priority and actor of
         ``head``; the proxy's own sequence number sorts after every event's, so a cancelled
-        proxy never ties with a live one or with ``head``."""
+        proxy never ties with a live one."""
         proxy = self._proxy
         if proxy is not None:
             proxy[4] = None
@@ -260,26 +279,35 @@ class LocalQueue:
         proxy = [head[0], head[1], head[2], k._proxy_seq, self._drain, self]
         heappush(k._heap, proxy)
         self._proxy = proxy
-        self._head = head
+        self._key = [head[0], head[1], head[2], head[3]]
 
-    def settle(self, proxy: Entry) -> bool:
-        """True if ``proxy`` carries the time of this queue's earliest live event; otherwise
-        replace it (cancelled events were at the head)."""
+    def _first(self) -> Entry | None:
+        """The earliest live event (cancelled ones at the head of the heap are dropped)."""
         heap = self._heap
         while heap and heap[0][4] is None:
             heappop(heap)
-        if proxy is self._proxy and heap and heap[0][0] == proxy[0]:
+        slot = self.slot
+        if heap:
+            head = heap[0]
+            return slot if slot is not None and slot < head else head
+        return slot
+
+    def settle(self, proxy: Entry) -> bool:
+        """True if ``proxy`` carries the time of this queue's earliest live event; otherwise
+        replace it (cancelled events were at the head, or the slot moved)."""
+        first = self._first()
+        if proxy is self._proxy and first is not None and first[0] == proxy[0]:
             return True
         proxy[4] = None
         if proxy is self._proxy:
-            self._proxy = self._head = None
-            if heap:
-                self._post(heap[0])
+            self._proxy = self._key = None
+            if first is not None:
+                self._post(first)
         return False
 
     def _drain(self, _: Any) -> None:
         """Run this queue's events while they come before everything else (the proxy's event)."""
-        self._proxy = self._head = None
+        self._proxy = self._key = None
         self._draining = True
         k = self.kernel
         heap = self._heap
@@ -288,25 +316,34 @@ class LocalQueue:
         limit = k.limit
         n = 0
         try:
-            while heap:
-                entry = heap[0]
-                fn = entry[4]
-                if fn is None:
-                    heappop(heap)
-                    continue
+            while True:
+                slot = self.slot
+                if heap:
+                    entry = heap[0]
+                    if entry[4] is None:
+                        heappop(heap)
+                        continue
+                    if slot is not None and slot < entry:
+                        entry = slot
+                elif slot is not None:
+                    entry = slot
+                else:
+                    break
                 if entry[0] > limit or pending or (kheap and kheap[0] < entry):
                     break
-                heappop(heap)
+                if entry is slot:
+                    self.slot = None
+                else:
+                    heappop(heap)
                 k.now = entry[0]
                 n += 1
-                fn(entry[5])
+                entry[4](entry[5])
         finally:
             self._draining = False
             k.events_processed += n - 1  # the kernel counted the proxy
-            while heap and heap[0][4] is None:
-                heappop(heap)
-            if heap:
-                self._post(heap[0])
+            first = self._first()
+            if first is not None:
+                self._post(first)
 
 
 class HostWaiter:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import timing
 from .._machine._engine import DpuRunner
-from .._runtime._kernel import Command, Entry, Kernel, LocalQueue, Process
+from .._runtime._kernel import PRIO_NORMAL, Command, Entry, LocalQueue, Process
 
 if TYPE_CHECKING:
     from .._machine._dpu import Dpu
@@ -44,6 +44,7 @@ class Pipeline:
 
     __slots__ = (
         "_actor",
+        "_armed",
         "_heap",
         "_seq",
         "_timer",
@@ -70,7 +71,9 @@ class Pipeline:
         #: (target, seq, process, what runs when the target is reached, its argument)
         self._heap: list[tuple[float, int, Process, Callable[[Any], None], Any]] = []
         self._seq = 0
-        self._timer: Entry | None = None
+        #: the timer: the queue's slot, moved in place instead of cancelled and scheduled anew
+        self._timer: Entry = [0, PRIO_NORMAL, actor, 0, self._on_timer, None]
+        self._armed = False
         self.instructions = 0
         #: tasklets busy-polling memory: they take issue slots but have no instruction target
         self.spinning = 0
@@ -79,9 +82,9 @@ class Pipeline:
 
     def reset(self) -> None:
         """Forget every computing tasklet (DPU stopped)."""
-        if self._timer is not None:
-            Kernel.cancel(self._timer)
-            self._timer = None
+        if self._armed:
+            self._armed = False
+            self.queue.set_slot(None)
         self._heap.clear()
         self.n = 0
         self.attained = 0.0
@@ -144,27 +147,29 @@ class Pipeline:
         self._reschedule()
 
     def _reschedule(self) -> None:
-        timer = self._timer
         heap = self._heap
         if not heap:
-            if timer is not None:
-                timer[4] = None  # Kernel.cancel
-                self._timer = None
+            if self._armed:
+                self._armed = False
+                self.queue.set_slot(None)
             self.attained = 0.0
             return
         remaining = heap[0][0] - self.attained
         active = self.n + self.spinning
         dt = remaining * (active if active > _REVOLVER else _REVOLVER) * self.cycle_ps
         k = self.kernel
-        when = k.now + (math.ceil(dt - 1e-6) if dt > 1e-6 else 0)
-        if timer is not None:
-            if timer[0] == when and k.is_last(timer):
-                return  # a new timer would be this one: same time, actor and rank
-            timer[4] = None
-        self._timer = self.queue.call_at(when, self._on_timer, None, self._actor)
+        # the timer moves: the same key as cancelling it and scheduling a new one at ``when``
+        timer = self._timer
+        timer[0] = k.now + (math.ceil(dt - 1e-6) if dt > 1e-6 else 0)
+        k._seq += 1
+        timer[3] = k._seq
+        if k._explore is not None:
+            timer[2] = k._explore.getrandbits(62)
+        self._armed = True
+        self.queue.set_slot(timer)
 
     def _on_timer(self, _: Any) -> None:
-        self._timer = None
+        self._armed = False
         self._advance()
         heap = self._heap
         q = self.queue
