@@ -247,7 +247,17 @@ class LocalQueue:
         self, fn: Callback, arg: Any = None, actor: int = 0, priority: int = PRIO_NORMAL
     ) -> Entry:
         """:meth:`Kernel.call_soon` for an event of this group."""
-        return self.call_at(self.kernel.now, fn, arg, actor, priority)
+        k = self.kernel
+        k._seq += 1
+        if k._explore is not None:
+            actor = k._explore.getrandbits(62)
+        entry: Entry = [k.now, priority, actor, k._seq, fn, arg]
+        heappush(self._heap, entry)
+        if not self._draining:
+            key = self._key
+            if key is None or entry < key:
+                self._post(entry)
+        return entry
 
     def is_last(self, entry: Entry) -> bool:
         """:meth:`Kernel.is_last`."""

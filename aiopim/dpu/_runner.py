@@ -144,7 +144,23 @@ class Pipeline:
             (self.attained + instructions, self._seq, proc, then or proc.resume, arg),
         )
         self.n += 1
-        self._reschedule()
+        # _reschedule(), inline
+        heap = self._heap
+        active = self.n + self.spinning
+        dt = (
+            (heap[0][0] - self.attained)
+            * (active if active > _REVOLVER else _REVOLVER)
+            * self.cycle_ps
+        )
+        k = self.kernel
+        timer = self._timer
+        timer[0] = now + (math.ceil(dt - 1e-6) if dt > 1e-6 else 0)
+        k._seq += 1
+        timer[3] = k._seq
+        if k._explore is not None:
+            timer[2] = k._explore.getrandbits(62)
+        self._armed = True
+        self.queue.set_slot(timer)
 
     def _reschedule(self) -> None:
         heap = self._heap

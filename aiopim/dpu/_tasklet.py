@@ -184,6 +184,15 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         self, where: Var | int, dtype: npt.DTypeLike = np.uint8, count: int | None = None
     ) -> np.ndarray:
         """A NumPy view of WRAM: a ``__host``/WRAM variable, or ``count`` items at an address."""
+        if type(where) is int:  # the common case first: an address
+            known_dt = _DTYPES.get(dtype) if type(dtype) is type else None
+            dt = known_dt if known_dt is not None else np.dtype(dtype)
+            end = where + (1 if count is None else count) * dt.itemsize
+            if where < 0 or end > len(self.wram) or where % dt.itemsize:
+                raise DpuFault(
+                    f"memory fault: WRAM access [{where:#x}, {end:#x}) out of range or unaligned"
+                )
+            return self.wram[where:end].view(dt)
         if isinstance(where, Var):
             key = (where.name, dtype, count)
             cacheable = True
