@@ -317,6 +317,8 @@ class LocalQueue:
 
     def _drain(self, _: Any) -> None:
         """Run this queue's events while they come before everything else (the proxy's event)."""
+        proxy = self._proxy  # the kernel has just taken it from its heap: reused below
+        key = self._key
         self._proxy = self._key = None
         self._draining = True
         k = self.kernel
@@ -330,11 +332,11 @@ class LocalQueue:
                 slot = self.slot
                 if heap:
                     entry = heap[0]
-                    if entry[4] is None:
-                        heappop(heap)
-                        continue
                     if slot is not None and slot < entry:
                         entry = slot
+                    elif entry[4] is None:
+                        heappop(heap)
+                        continue
                 elif slot is not None:
                     entry = slot
                 else:
@@ -351,9 +353,26 @@ class LocalQueue:
         finally:
             self._draining = False
             k.events_processed += n - 1  # the kernel counted the proxy
-            first = self._first()
-            if first is not None:
-                self._post(first)
+            # _first() and _post(), inline, with the proxy and key lists used again
+            while heap and heap[0][4] is None:
+                heappop(heap)
+            first = self.slot
+            if heap and (first is None or heap[0] < first):
+                first = heap[0]
+            if first is not None and self._proxy is None:
+                if proxy is None or key is None:
+                    self._post(first)
+                else:
+                    k._proxy_seq += 1
+                    proxy[0] = key[0] = first[0]
+                    proxy[1] = key[1] = first[1]
+                    proxy[2] = key[2] = first[2]
+                    proxy[3] = k._proxy_seq
+                    proxy[4] = self._drain
+                    key[3] = first[3]
+                    heappush(kheap, proxy)
+                    self._proxy = proxy
+                    self._key = key
 
 
 class HostWaiter:
