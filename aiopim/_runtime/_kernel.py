@@ -139,9 +139,13 @@ class Kernel:
                 fn = entry[4]
                 if fn is None:
                     continue
+                arg = entry[5]
+                if type(arg) is LocalQueue:  # a queue's proxy: its events set the time
+                    arg._drain()
+                    continue
                 self.now = entry[0]
                 n += 1
-                fn(entry[5])
+                fn(arg)
         finally:
             self.events_processed += n
             if collecting:
@@ -315,8 +319,9 @@ class LocalQueue:
                 self._post(first)
         return False
 
-    def _drain(self, _: Any) -> None:
-        """Run this queue's events while they come before everything else (the proxy's event)."""
+    def _drain(self, _: Any = None) -> None:
+        """Run this queue's events while they come before everything else (the proxy's event:
+        the kernel runs it without setting its time, which only the queue's events set)."""
         proxy = self._proxy  # the kernel has just taken it from its heap: reused below
         key = self._key
         self._proxy = self._key = None
@@ -352,7 +357,7 @@ class LocalQueue:
                 entry[4](entry[5])
         finally:
             self._draining = False
-            k.events_processed += n - 1  # the kernel counted the proxy
+            k.events_processed += n
             # _first() and _post(), inline, with the proxy and key lists used again
             while heap and heap[0][4] is None:
                 heappop(heap)
