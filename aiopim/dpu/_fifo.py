@@ -270,7 +270,8 @@ class FifoOps(TaskletBase):
         ``ctx`` argument is a closure here).
         """
         while True:
-            state = self._input_state(fin, fout, active)
+            self._pending += timing.FIFO_POLL_LOOP_INSTRUCTIONS  # _input_state(), inline
+            state = self._loop_state(fin, fout, active)
             if state == 1:
                 state = await self._wait_input(fin, fout, active)
             if state != 0:

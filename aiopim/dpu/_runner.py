@@ -232,16 +232,16 @@ class DmaEngine:
         self.free_at = 0
         self.requests = 0
         self.bytes = 0
-        #: (engine occupancy, latency) in picoseconds by (size, write)
-        self._costs: dict[tuple[int, bool], tuple[int, int]] = {}
+        #: (engine occupancy, latency) in picoseconds by ``2 * size + write``
+        self._costs: dict[int, tuple[int, int]] = {}
 
     def submit(self, size: int, write: bool, done: Callable[[Any], None], arg: Any) -> int:
         """Queue a DMA of ``size`` bytes; ``done(arg)`` runs at completion. Returns its time."""
-        cost = self._costs.get((size, write))
+        cost = self._costs.get(size + size + write)
         if cost is None:
             busy, latency = timing.dma_cycles(size, write=write)
             cost = (self.chip.cycles_to_ps(busy), self.chip.cycles_to_ps(latency))
-            self._costs[(size, write)] = cost
+            self._costs[size + size + write] = cost
         k = self.kernel
         now = k.now
         start = now if now > self.free_at else self.free_at

@@ -132,10 +132,14 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         self._pending = 0
         self._deferred_dma: list[int] = []
         self.wram = dpu.wram
+        self._wram_size = len(dpu.wram)
+        self._mram_size = dpu.chip.mram_size
         #: DPU addresses of the program's symbols by name (the layout is fixed while it runs)
         self._addrs: dict[str, int] = {}
         #: WRAM views of variables by (name, dtype, count): (start, end, dtype)
         self._views: dict[tuple[str, Any, int | None], tuple[int, int, np.dtype[Any]]] = {}
+        #: the same for ``view(var)`` (its declared type, all of it), by name
+        self._whole: dict[str, tuple[int, int, np.dtype[Any]]] = {}
         self._polls: dict[tuple[str, str, str], tuple[list[tuple[int, int]], str]] = {}
         #: barrier states by name (they live in ``dpu.persistent``, fixed while a run lasts)
         self._barriers: dict[str, _Barrier] = {}
@@ -194,6 +198,10 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
                 )
             return self.wram[where:end].view(dt)
         if isinstance(where, Var):
+            if dtype is np.uint8 and count is None:  # the whole variable as declared
+                known = self._whole.get(where.name)
+                if known is not None:
+                    return self.wram[known[0] : known[1]].view(known[2])
             key = (where.name, dtype, count)
             cacheable = True
             try:
@@ -215,6 +223,8 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
                 )
             if cacheable:
                 self._views[key] = (addr, end, dt)
+                if dtype is np.uint8 and count is None:
+                    self._whole[where.name] = (addr, end, dt)
             return self.wram[addr:end].view(dt)
         else:
             addr = int(where)
@@ -263,9 +273,9 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
             raise DpuFault(f"DMA fault: size {size} must be a multiple of 8 in [8, 2048]")
         if mram % 8 or wram % 8:
             raise DpuFault(f"DMA fault: MRAM {mram:#x} and WRAM {wram:#x} must be 8-byte aligned")
-        if mram < 0 or mram + size > self.dpu.chip.mram_size:
+        if mram < 0 or mram + size > self._mram_size:
             raise DpuFault(f"DMA fault: MRAM range [{mram:#x}, {mram + size:#x}) out of bounds")
-        if wram < 0 or wram + size > len(self.wram):
+        if wram < 0 or wram + size > self._wram_size:
             raise DpuFault(f"DMA fault: WRAM range [{wram:#x}, {wram + size:#x}) out of bounds")
         return mram
 
