@@ -10,12 +10,16 @@ the same events in the same order at the same times, and stop for the host at th
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+import wram_fifo_keysum as keysum
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import aiopim
 from aiopim._runtime._kernel import PRIO_LATE, PRIO_NORMAL, Entry, Kernel, LocalQueue
 
 #: actors of group g are GROUP_ACTORS * (g + 1) + 0..7; kernel events use 1..7
@@ -172,3 +176,27 @@ def test_a_queue_event_runs_between_kernel_events_by_key() -> None:
     assert log == ["dpu first", "kernel actor 1", "dpu", "kernel big actor", "kernel late"]
     assert k.events_processed == 5
     assert k.next_event_time() is None
+
+
+#: (ranks, DPUs per rank, tasklets, mode) -> (virtual time, kernel events, trace digest), as
+#: measured with every DPU event in the kernel's heap (before the per-DPU queues)
+KEYSUM_TRACES = {
+    (2, 4, 16, "all"): (0.006697609614, 84784, "8e9e69e3332fc926bb47"),
+    (1, 3, 16, "each"): (0.004322205385, 14897, "6eaefae042907f25e280"),
+    (3, 2, 4, "all"): (0.01290810171, 38343, "42a1278af91c272a4246"),
+}
+
+
+@pytest.mark.parametrize("case", list(KEYSUM_TRACES), ids=lambda c: "-".join(map(str, c)))
+def test_keysum_trace_is_unchanged_on_both_backends(case: tuple[int, int, int, str]) -> None:
+    """Python kernels on several ranks: the whole trace (jobs, FIFO pointers the host read,
+    DPU runs), the virtual time and the number of kernel events are those of the kernel-heap
+    order, on asyncio and trio."""
+    ranks, per_rank, tasklets, mode = case
+    for backend in ("asyncio", "trio"):
+        emu = aiopim.Emulator(aiopim.MachineConfig(nr_ranks=ranks, nr_dpus_per_rank=per_rank))
+        r = emu.run(keysum.host, ranks, 0, tasklets, mode, 11, backend=backend)
+        assert r["wrong"] == [] and r["complete"]
+        assert emu.recorder is not None
+        digest = hashlib.sha256(emu.recorder.to_jsonl().encode()).hexdigest()[:20]
+        assert (r["virtual_time_s"], emu.kernel.events_processed, digest) == KEYSUM_TRACES[case]

@@ -160,7 +160,11 @@ class Pipeline:
         if k._explore is not None:
             timer[2] = k._explore.getrandbits(62)
         self._armed = True
-        self.queue.set_slot(timer)
+        q = self.queue
+        if q._draining:  # set_slot(), inline: the queue is running this DPU's events
+            q.slot = timer
+        else:
+            q.set_slot(timer)
 
     def _reschedule(self) -> None:
         heap = self._heap

@@ -310,7 +310,10 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
 
     def mram_address(self, var: Var, offset: int = 0) -> int:
         """MRAM address (0x08000000 | offset) of an ``__mram`` variable plus ``offset``."""
-        return self._address(var) + offset
+        addr = self._addrs.get(var.name)
+        if addr is None:
+            addr = self._address(var)
+        return addr + offset
 
     @property
     def mram_heap_pointer(self) -> int:
