@@ -141,8 +141,9 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         #: the same for ``view(var)`` (its declared type, all of it), by name
         self._whole: dict[str, tuple[int, int, np.dtype[Any]]] = {}
         self._polls: dict[tuple[str, str, str], tuple[list[tuple[int, int]], str]] = {}
-        #: barrier states by name (they live in ``dpu.persistent``, fixed while a run lasts)
-        self._barriers: dict[str, _Barrier] = {}
+        #: ``barrier_wait`` commands by barrier name, with the barrier's state (it lives in
+        #: ``dpu.persistent``, fixed while a run lasts)
+        self._barrier_commands: dict[str, _BarrierCommand] = {}
 
     async def _run(self, main: MainFn) -> None:
         try:
@@ -327,12 +328,14 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         if self._deferred_dma:
             return self._barrier_after_flush(barrier)
         # one tasklet step: the arrival is counted when the instructions have issued
-        n = self._pending
+        # the tasklet's command for this barrier, used again: it awaits one command at a time
+        cmd = self._barrier_commands.get(barrier.name)
+        if cmd is None:
+            cmd = _BarrierCommand(self.runner.pipeline, 0, self._barrier(barrier))
+            self._barrier_commands[barrier.name] = cmd
+        cmd.instructions = self._pending
         self._pending = 0
-        b = self._barriers.get(barrier.name)
-        if b is None:
-            b = self._barriers[barrier.name] = self._barrier(barrier)
-        return _BarrierCommand(self.runner.pipeline, n, b)
+        return cmd
 
     async def _barrier_after_flush(self, barrier: BarrierDecl) -> None:
         await self.flush()
