@@ -209,8 +209,8 @@ class LocalQueue:
         self._heap: list[Entry] = []
         #: the entry standing for this queue in the kernel's heap (None while draining or empty)
         self._proxy: Entry | None = None
-        #: ``[time, priority, actor, sequence]`` of the event the proxy stands for
-        self._key: list[int] | None = None
+        #: the event the proxy stands for (a copy of its key if it is the slot)
+        self._key: list[Any] | None = None
         #: the movable entry (not in the heap), or None
         self.slot: Entry | None = None
         self._draining = False
@@ -293,7 +293,8 @@ class LocalQueue:
         proxy = [head[0], head[1], head[2], k._proxy_seq, self._drain, self]
         heappush(k._heap, proxy)
         self._proxy = proxy
-        self._key = [head[0], head[1], head[2], head[3]]
+        # the key of a heap entry never changes; the slot's does
+        self._key = head if head is not self.slot else head[:4]
 
     def _first(self) -> Entry | None:
         """The earliest live event (cancelled ones at the head of the heap are dropped)."""
@@ -322,8 +323,6 @@ class LocalQueue:
     def _drain(self, _: Any = None) -> None:
         """Run this queue's events while they come before everything else (the proxy's event:
         the kernel runs it without setting its time, which only the queue's events set)."""
-        proxy = self._proxy  # the kernel has just taken it from its heap: reused below
-        key = self._key
         self._proxy = self._key = None
         self._draining = True
         k = self.kernel
@@ -358,26 +357,24 @@ class LocalQueue:
         finally:
             self._draining = False
             k.events_processed += n
-            # _first() and _post(), inline, with the proxy and key lists used again
+            # _first() and _post(), inline
             while heap and heap[0][4] is None:
                 heappop(heap)
-            first = self.slot
-            if heap and (first is None or heap[0] < first):
+            slot = self.slot
+            if heap and (slot is None or heap[0] < slot):
                 first = heap[0]
-            if first is not None and self._proxy is None:
-                if proxy is None or key is None:
-                    self._post(first)
-                else:
-                    k._proxy_seq += 1
-                    proxy[0] = key[0] = first[0]
-                    proxy[1] = key[1] = first[1]
-                    proxy[2] = key[2] = first[2]
-                    proxy[3] = k._proxy_seq
-                    proxy[4] = self._drain
-                    key[3] = first[3]
-                    heappush(kheap, proxy)
-                    self._proxy = proxy
-                    self._key = key
+                key: Entry | None = first
+            elif slot is not None:
+                first = slot
+                key = slot[:4]
+            else:
+                key = None
+            if key is not None and self._proxy is None:
+                k._proxy_seq += 1
+                proxy = [first[0], first[1], first[2], k._proxy_seq, self._drain, self]
+                heappush(kheap, proxy)
+                self._proxy = proxy
+                self._key = key
 
 
 class HostWaiter:
