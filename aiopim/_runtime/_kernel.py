@@ -4,6 +4,8 @@ Events are ordered by ``(time, priority, actor, sequence)``. ``actor`` is a stab
 assigned by the emulator (rank, DPU, tasklet), so ties never depend on event-loop arrival
 order. In exploration mode the actor key is replaced by a seeded random permutation.
 Kernel processes (DPU tasklets) are coroutines stepped here directly, never by asyncio/trio.
+The events of one DPU can be kept in a :class:`LocalQueue` of their own, merged into this order
+exactly (the kernel's heap then holds one entry per DPU instead of all of its events).
 """
 
 from __future__ import annotations
