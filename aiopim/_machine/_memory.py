@@ -131,6 +131,14 @@ class MramBank:
         if tab is None:
             out.fill(0)
             return
+        page, off = offset >> MRAM_PAGE_SHIFT, offset & _PAGE_MASK
+        if off + length <= MRAM_PAGE and page < len(tab):  # within one page
+            data = tab[page]
+            if data is None:
+                out.fill(0)
+            else:
+                out[:] = data[off : off + length]
+            return
         pos = 0
         while pos < length:
             addr = offset + pos

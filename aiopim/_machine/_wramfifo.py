@@ -33,6 +33,7 @@ MASK64 = 0xFFFF_FFFF_FFFF_FFFF
 _unpack_u32: Callable[[Any, int], tuple[int]] = Struct("<I").unpack_from
 _unpack_u64: Callable[[Any, int], tuple[int]] = Struct("<Q").unpack_from
 _pack_u64: Callable[[Any, int, int], None] = Struct("<Q").pack_into
+_unpack_ptrs: Callable[[Any, int], tuple[int, int]] = Struct("<QQ").unpack_from
 
 
 def read_u32(wram: Bytes, addr: int) -> int:
@@ -43,6 +44,11 @@ def read_u32(wram: Bytes, addr: int) -> int:
 def read_u64(wram: Bytes, addr: int) -> int:
     """The 64-bit word at ``addr``."""
     return int(_unpack_u64(wram, addr)[0])
+
+
+def read_ptrs(wram: Bytes, struct_addr: int) -> tuple[int, int]:
+    """``(read_ptr, write_ptr)`` of the FIFO struct at ``struct_addr``."""
+    return _unpack_ptrs(wram, struct_addr + READ_PTR)
 
 
 def write_u64(dpu: Dpu, addr: int, value: int) -> None:

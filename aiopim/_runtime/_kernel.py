@@ -4,6 +4,8 @@ Events are ordered by ``(time, priority, actor, sequence)``. ``actor`` is a stab
 assigned by the emulator (rank, DPU, tasklet), so ties never depend on event-loop arrival
 order. In exploration mode the actor key is replaced by a seeded random permutation.
 Kernel processes (DPU tasklets) are coroutines stepped here directly, never by asyncio/trio.
+The events of one DPU can be kept in a :class:`LocalQueue` of their own, merged into this order
+exactly (the kernel's heap then holds one entry per DPU instead of all of its events).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class Kernel:
         self.now = 0
         self._heap: list[Entry] = []
         self._seq = 0
+        #: sequence numbers of the proxies of local queues: after every event's
+        self._proxy_seq = 1 << 62
         self._explore: random.Random | None = (
             random.Random(explore_seed) if explore_seed is not None else None
         )
@@ -103,9 +107,16 @@ class Kernel:
     def next_event_time(self) -> int | None:
         """Time of the earliest live event, or None."""
         heap = self._heap
-        while heap and heap[0][4] is None:
-            heappop(heap)
-        return heap[0][0] if heap else None
+        while heap:
+            entry = heap[0]
+            if entry[4] is None:
+                heappop(heap)
+                continue
+            queue = entry[5]
+            if type(queue) is LocalQueue and not queue.settle(entry):
+                continue
+            return int(entry[0])
+        return None
 
     def run(self, limit: int) -> None:
         """Process events due at or before ``limit`` until a host task has been woken.
@@ -130,9 +141,13 @@ class Kernel:
                 fn = entry[4]
                 if fn is None:
                     continue
+                arg = entry[5]
+                if type(arg) is LocalQueue:  # a queue's proxy: its events set the time
+                    arg._drain()
+                    continue
                 self.now = entry[0]
                 n += 1
-                fn(entry[5])
+                fn(arg)
         finally:
             self.events_processed += n
             if collecting:
@@ -172,6 +187,196 @@ class Kernel:
         for reporter in self.blocked_reporters:
             lines.extend(reporter())
         return lines
+
+
+class LocalQueue:
+    """The events of one group of actors (a DPU) in a heap of their own.
+
+    The group is represented in the kernel's heap by one proxy entry with the time, priority
+    and actor of its earliest event; when the proxy is due, the group's events run while each
+    one precedes the kernel's earliest entry. The merge is exact: every event runs at the same
+    place of the ``(time, priority, actor, sequence)`` order as if it were in the kernel's heap
+    (sequence numbers and exploration keys come from the kernel), as long as no event outside
+    the group has one of its actors. Only the kernel's heap stays small, and a group's
+    simultaneous events run together.
+
+    Besides its heap the queue has one *slot*: an entry its owner (the DPU's pipeline) moves
+    in place instead of cancelling it and scheduling another (see :meth:`set_slot`).
+    """
+
+    __slots__ = ("_draining", "_heap", "_key", "_proxy", "kernel", "slot")
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self._heap: list[Entry] = []
+        #: the entry standing for this queue in the kernel's heap (None while draining or empty)
+        self._proxy: Entry | None = None
+        #: the event the proxy stands for (a copy of its key if it is the slot)
+        self._key: list[Any] | None = None
+        #: the movable entry (not in the heap), or None
+        self.slot: Entry | None = None
+        self._draining = False
+
+    @property
+    def now(self) -> int:
+        """The kernel's virtual time."""
+        return self.kernel.now
+
+    @property
+    def crashed(self) -> BaseException | None:
+        """The kernel's unrouted failure (see :attr:`Kernel.crashed`)."""
+        return self.kernel.crashed
+
+    @crashed.setter
+    def crashed(self, exc: BaseException | None) -> None:
+        self.kernel.crashed = exc
+
+    def call_at(
+        self, when: int, fn: Callback, arg: Any = None, actor: int = 0, priority: int = PRIO_NORMAL
+    ) -> Entry:
+        """:meth:`Kernel.call_at` for an event of this group."""
+        k = self.kernel
+        if when < k.now:
+            when = k.now
+        k._seq += 1
+        if k._explore is not None:
+            actor = k._explore.getrandbits(62)
+        entry: Entry = [when, priority, actor, k._seq, fn, arg]
+        heappush(self._heap, entry)
+        if not self._draining:
+            key = self._key
+            if key is None or entry < key:
+                self._post(entry)
+        return entry
+
+    def call_soon(
+        self, fn: Callback, arg: Any = None, actor: int = 0, priority: int = PRIO_NORMAL
+    ) -> Entry:
+        """:meth:`Kernel.call_soon` for an event of this group."""
+        k = self.kernel
+        k._seq += 1
+        if k._explore is not None:
+            actor = k._explore.getrandbits(62)
+        entry: Entry = [k.now, priority, actor, k._seq, fn, arg]
+        heappush(self._heap, entry)
+        if not self._draining:
+            key = self._key
+            if key is None or entry < key:
+                self._post(entry)
+        return entry
+
+    def is_last(self, entry: Entry) -> bool:
+        """:meth:`Kernel.is_last`."""
+        return self.kernel.is_last(entry)
+
+    def set_slot(self, entry: Entry | None) -> None:
+        """Make ``entry`` the slot (None: empty it).
+
+        The owner may change the slot entry's time, actor and sequence number in place before
+        calling this again (never while it is due: the queue empties the slot before running
+        it). The sequence number must be fresh from the kernel (``kernel._seq``), and in
+        exploration mode the actor a fresh random key, as :meth:`call_at` would make them.
+        """
+        self.slot = entry
+        if entry is not None and not self._draining:
+            key = self._key
+            if key is None or entry < key:
+                self._post(entry)
+
+    def _post(self, head: Entry) -> None:
+        """Stand for this queue in the kernel's heap with the time, priority and actor of
+        ``head``; the proxy's own sequence number sorts after every event's, so a cancelled
+        proxy never ties with a live one."""
+        proxy = self._proxy
+        if proxy is not None:
+            proxy[4] = None
+        k = self.kernel
+        k._proxy_seq += 1
+        proxy = [head[0], head[1], head[2], k._proxy_seq, self._drain, self]
+        heappush(k._heap, proxy)
+        self._proxy = proxy
+        # the key of a heap entry never changes; the slot's does
+        self._key = head if head is not self.slot else head[:4]
+
+    def _first(self) -> Entry | None:
+        """The earliest live event (cancelled ones at the head of the heap are dropped)."""
+        heap = self._heap
+        while heap and heap[0][4] is None:
+            heappop(heap)
+        slot = self.slot
+        if heap:
+            head = heap[0]
+            return slot if slot is not None and slot < head else head
+        return slot
+
+    def settle(self, proxy: Entry) -> bool:
+        """True if ``proxy`` carries the time of this queue's earliest live event; otherwise
+        replace it (cancelled events were at the head, or the slot moved)."""
+        first = self._first()
+        if proxy is self._proxy and first is not None and first[0] == proxy[0]:
+            return True
+        proxy[4] = None
+        if proxy is self._proxy:
+            self._proxy = self._key = None
+            if first is not None:
+                self._post(first)
+        return False
+
+    def _drain(self, _: Any = None) -> None:
+        """Run this queue's events while they come before everything else (the proxy's event:
+        the kernel runs it without setting its time, which only the queue's events set)."""
+        self._proxy = self._key = None
+        self._draining = True
+        k = self.kernel
+        heap = self._heap
+        kheap = k._heap
+        pending = k.host_pending
+        limit = k.limit
+        n = 0
+        try:
+            while True:
+                slot = self.slot
+                if heap:
+                    entry = heap[0]
+                    if slot is not None and slot < entry:
+                        entry = slot
+                    elif entry[4] is None:
+                        heappop(heap)
+                        continue
+                elif slot is not None:
+                    entry = slot
+                else:
+                    break
+                if entry[0] > limit or pending or (kheap and kheap[0] < entry):
+                    break
+                if entry is slot:
+                    self.slot = None
+                else:
+                    heappop(heap)
+                k.now = entry[0]
+                n += 1
+                entry[4](entry[5])
+        finally:
+            self._draining = False
+            k.events_processed += n
+            # _first() and _post(), inline
+            while heap and heap[0][4] is None:
+                heappop(heap)
+            slot = self.slot
+            if heap and (slot is None or heap[0] < slot):
+                first = heap[0]
+                key: Entry | None = first
+            elif slot is not None:
+                first = slot
+                key = slot[:4]
+            else:
+                key = None
+            if key is not None and self._proxy is None:
+                k._proxy_seq += 1
+                proxy = [first[0], first[1], first[2], k._proxy_seq, self._drain, self]
+                heappush(kheap, proxy)
+                self._proxy = proxy
+                self._key = key
 
 
 class HostWaiter:
@@ -289,7 +494,7 @@ class Process:
 
     def __init__(
         self,
-        kernel: Kernel,
+        kernel: Kernel | LocalQueue,
         coro: Coroutine[Any, Any, Any],
         actor: int,
         name: str,

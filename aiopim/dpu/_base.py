@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
     import numpy as np
     import numpy.typing as npt
 
@@ -43,9 +45,9 @@ class TaskletBase:
 
         def mem_alloc(self, size: int) -> int: ...
 
-        async def mram_read(self, mram: int, wram: int, size: int) -> None: ...
+        def mram_read(self, mram: int, wram: int, size: int) -> Awaitable[None]: ...
 
-        async def mram_write(self, wram: int, mram: int, size: int) -> None: ...
+        def mram_write(self, wram: int, mram: int, size: int) -> Awaitable[None]: ...
 
         def _mram_addr(self, where: Var | int) -> int: ...
 

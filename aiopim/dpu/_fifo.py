@@ -25,6 +25,7 @@ from .._machine._wramfifo import (
     TMP_DATA_PTR,
     WRITE_PTR,
     is_full,
+    read_ptrs,
     read_u32,
     read_u64,
     struct_size,
@@ -96,7 +97,7 @@ class FifoOps(TaskletBase):
 
     if TYPE_CHECKING:  # provided by Tasklet
 
-        async def barrier_wait(self, barrier: BarrierDecl) -> None: ...
+        def barrier_wait(self, barrier: BarrierDecl) -> Awaitable[None]: ...
         async def mutex_lock(self, m: MutexDecl) -> None: ...
         def mutex_unlock(self, m: MutexDecl) -> None: ...
 
@@ -215,10 +216,14 @@ class FifoOps(TaskletBase):
 
     def _loop_state(self, fin: FifoDecl, fout: FifoDecl, active: Var) -> int:
         """0: process the head, 1: wait, 2: return (the helpers' loop test)."""
-        if not self._empty(fin):
-            return 1 if self._full(fout) else 0
+        wram = self.wram
+        rd, wr = read_ptrs(wram, self._address(fin.struct))
+        if rd != wr:  # not empty: wait while the output FIFO is full
+            s = self._address(fout.struct)
+            rd, wr = read_ptrs(wram, s)
+            return 1 if is_full(rd, wr + read_u32(wram, s + NB_RESERVED), fout.mask) else 0
         a = self._address(active)
-        return 2 if not self.wram[a : a + active.size].any() else 1
+        return 2 if not wram[a : a + active.size].any() else 1
 
     def _input_state(self, fin: FifoDecl, fout: FifoDecl, active: Var) -> int:
         """The loop helpers' first test of an iteration (charged like a poll check)."""
@@ -265,7 +270,8 @@ class FifoOps(TaskletBase):
         ``ctx`` argument is a closure here).
         """
         while True:
-            state = self._input_state(fin, fout, active)
+            self._pending += timing.FIFO_POLL_LOOP_INSTRUCTIONS  # _input_state(), inline
+            state = self._loop_state(fin, fout, active)
             if state == 1:
                 state = await self._wait_input(fin, fout, active)
             if state != 0:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import timing
 from .._machine._engine import DpuRunner
-from .._runtime._kernel import Command, Entry, Kernel, Process
+from .._runtime._kernel import PRIO_NORMAL, Command, Entry, LocalQueue, Process
 
 if TYPE_CHECKING:
     from .._machine._dpu import Dpu
@@ -44,6 +44,7 @@ class Pipeline:
 
     __slots__ = (
         "_actor",
+        "_armed",
         "_heap",
         "_seq",
         "_timer",
@@ -52,13 +53,16 @@ class Pipeline:
         "instructions",
         "kernel",
         "n",
+        "queue",
         "spin_attained",
         "spinning",
         "t",
     )
 
-    def __init__(self, kernel: Kernel, cycle_ps: float, actor: int) -> None:
-        self.kernel = kernel
+    def __init__(self, queue: LocalQueue, cycle_ps: float, actor: int) -> None:
+        self.kernel = queue.kernel
+        #: where the pipeline's timer is scheduled (the DPU's events)
+        self.queue = queue
         self.cycle_ps = cycle_ps
         self._actor = actor
         self.n = 0
@@ -67,7 +71,9 @@ class Pipeline:
         #: (target, seq, process, what runs when the target is reached, its argument)
         self._heap: list[tuple[float, int, Process, Callable[[Any], None], Any]] = []
         self._seq = 0
-        self._timer: Entry | None = None
+        #: the timer: the queue's slot, moved in place instead of cancelled and scheduled anew
+        self._timer: Entry = [0, PRIO_NORMAL, actor, 0, self._on_timer, None]
+        self._armed = False
         self.instructions = 0
         #: tasklets busy-polling memory: they take issue slots but have no instruction target
         self.spinning = 0
@@ -76,9 +82,9 @@ class Pipeline:
 
     def reset(self) -> None:
         """Forget every computing tasklet (DPU stopped)."""
-        if self._timer is not None:
-            Kernel.cancel(self._timer)
-            self._timer = None
+        if self._armed:
+            self._armed = False
+            self.queue.set_slot(None)
         self._heap.clear()
         self.n = 0
         self.attained = 0.0
@@ -138,38 +144,60 @@ class Pipeline:
             (self.attained + instructions, self._seq, proc, then or proc.resume, arg),
         )
         self.n += 1
-        self._reschedule()
+        # _reschedule(), inline
+        heap = self._heap
+        active = self.n + self.spinning
+        dt = (
+            (heap[0][0] - self.attained)
+            * (active if active > _REVOLVER else _REVOLVER)
+            * self.cycle_ps
+        )
+        k = self.kernel
+        timer = self._timer
+        timer[0] = now + (math.ceil(dt - 1e-6) if dt > 1e-6 else 0)
+        k._seq += 1
+        timer[3] = k._seq
+        if k._explore is not None:
+            timer[2] = k._explore.getrandbits(62)
+        self._armed = True
+        q = self.queue
+        if q._draining:  # set_slot(), inline: the queue is running this DPU's events
+            q.slot = timer
+        else:
+            q.set_slot(timer)
 
     def _reschedule(self) -> None:
-        timer = self._timer
         heap = self._heap
         if not heap:
-            if timer is not None:
-                timer[4] = None  # Kernel.cancel
-                self._timer = None
+            if self._armed:
+                self._armed = False
+                self.queue.set_slot(None)
             self.attained = 0.0
             return
         remaining = heap[0][0] - self.attained
         active = self.n + self.spinning
         dt = remaining * (active if active > _REVOLVER else _REVOLVER) * self.cycle_ps
         k = self.kernel
-        when = k.now + (math.ceil(dt - 1e-6) if dt > 1e-6 else 0)
-        if timer is not None:
-            if timer[0] == when and k.is_last(timer):
-                return  # a new timer would be this one: same time, actor and rank
-            timer[4] = None
-        self._timer = k.call_at(when, self._on_timer, None, self._actor)
+        # the timer moves: the same key as cancelling it and scheduling a new one at ``when``
+        timer = self._timer
+        timer[0] = k.now + (math.ceil(dt - 1e-6) if dt > 1e-6 else 0)
+        k._seq += 1
+        timer[3] = k._seq
+        if k._explore is not None:
+            timer[2] = k._explore.getrandbits(62)
+        self._armed = True
+        self.queue.set_slot(timer)
 
     def _on_timer(self, _: Any) -> None:
-        self._timer = None
+        self._armed = False
         self._advance()
         heap = self._heap
-        k = self.kernel
+        q = self.queue
         limit = self.attained + 1e-6
         while heap and heap[0][0] <= limit:
             _, _, proc, then, arg = heappop(heap)
             self.n -= 1
-            k.call_soon(then, arg, proc.actor)
+            q.call_soon(then, arg, proc.actor)
         self._reschedule()
 
 
@@ -197,25 +225,27 @@ class DmaEngine:
     pipeline to the others.
     """
 
-    __slots__ = ("_actor", "_costs", "bytes", "chip", "free_at", "kernel", "requests")
+    __slots__ = ("_actor", "_costs", "bytes", "chip", "free_at", "kernel", "queue", "requests")
 
-    def __init__(self, kernel: Kernel, chip: timing.ChipProfile, actor: int) -> None:
-        self.kernel = kernel
+    def __init__(self, queue: LocalQueue, chip: timing.ChipProfile, actor: int) -> None:
+        self.kernel = queue.kernel
+        #: where completions are scheduled (the DPU's events)
+        self.queue = queue
         self.chip = chip
         self._actor = actor
         self.free_at = 0
         self.requests = 0
         self.bytes = 0
-        #: (engine occupancy, latency) in picoseconds by (size, write)
-        self._costs: dict[tuple[int, bool], tuple[int, int]] = {}
+        #: (engine occupancy, latency) in picoseconds by ``2 * size + write``
+        self._costs: dict[int, tuple[int, int]] = {}
 
     def submit(self, size: int, write: bool, done: Callable[[Any], None], arg: Any) -> int:
         """Queue a DMA of ``size`` bytes; ``done(arg)`` runs at completion. Returns its time."""
-        cost = self._costs.get((size, write))
+        cost = self._costs.get(size + size + write)
         if cost is None:
             busy, latency = timing.dma_cycles(size, write=write)
             cost = (self.chip.cycles_to_ps(busy), self.chip.cycles_to_ps(latency))
-            self._costs[(size, write)] = cost
+            self._costs[size + size + write] = cost
         k = self.kernel
         now = k.now
         start = now if now > self.free_at else self.free_at
@@ -223,7 +253,7 @@ class DmaEngine:
         when = start + cost[1]
         self.requests += 1
         self.bytes += size
-        k.call_at(when, done, arg, self._actor)
+        self.queue.call_at(when, done, arg, self._actor)
         return when
 
 
@@ -255,28 +285,55 @@ class DmaCommand(Command):
         proc.resume(None)
 
 
-class ComputeDmaCommand(Command):
-    """``ComputeCommand`` then ``DmaCommand``, with one step of the tasklet instead of two.
+class MramDmaCommand(Command):
+    """``mram_read`` / ``mram_write``: issue the tasklet's pending ``instructions``, then one
+    DMA between MRAM offset ``mram`` and WRAM ``wram``, with one step of the tasklet.
 
     The DMA is submitted at the instant (and in the event) the tasklet would have resumed
-    after its instructions issued, exactly as the two commands awaited in turn would do it.
+    after its instructions issued, exactly as a compute then a DMA awaited in turn would do it.
+    The bytes move when the transfer completes.
     """
 
-    __slots__ = ("dma", "instructions", "pipeline")
+    __slots__ = ("instructions", "mram", "runner", "size", "wram", "write")
 
-    def __init__(self, pipeline: Pipeline, instructions: int, dma: DmaCommand) -> None:
-        self.pipeline = pipeline
+    def __init__(
+        self, runner: TaskletRunner, instructions: int, mram: int, wram: int, size: int, write: bool
+    ) -> None:
+        self.runner = runner
         self.instructions = instructions
-        self.dma = dma
+        self.mram = mram
+        self.wram = wram
+        self.size = size
+        self.write = write
 
     def arm(self, proc: Process) -> None:
-        proc.blocked_on = "compute"
-        self.pipeline.compute(proc, self.instructions, self._issued, proc)
+        if self.instructions:
+            proc.blocked_on = "compute"
+            self.runner.pipeline.compute(proc, self.instructions, self._issue, proc)
+        else:
+            proc.blocked_on = "DMA"
+            self.runner.dma.submit(self.size, self.write, self._complete, proc)
 
-    def _issued(self, proc: Process) -> None:
+    def _issue(self, proc: Process) -> None:
         if proc.done:
             return
-        self.dma.arm(proc)
+        proc.blocked_on = "DMA"
+        self.runner.dma.submit(self.size, self.write, self._complete, proc)
+
+    def _complete(self, proc: Process) -> None:
+        if proc.done:
+            return
+        dpu = self.runner.dpu
+        w = self.wram
+        try:
+            if self.write:
+                dpu.mram.write(self.mram, dpu.wram[w : w + self.size].copy())
+            else:
+                dpu.mram.read_into(self.mram, dpu.wram[w : w + self.size])
+        except BaseException as exc:
+            proc.throw(exc)
+            return
+        proc.resume(None)
 
 
 class SpinCommand(Command):
@@ -313,8 +370,11 @@ class TaskletRunner(DpuRunner):
     def __init__(self, dpu: Dpu) -> None:
         super().__init__(dpu)
         self.kernel = dpu.kernel
-        self.pipeline = Pipeline(dpu.kernel, dpu.chip.cycle_ps, dpu.actor)
-        self.dma = DmaEngine(dpu.kernel, dpu.chip, dpu.actor)
+        #: the DPU's events: its tasklets only meet the rest of the machine through kernel
+        #: events (host transfers, launches), so they are kept apart and merged in exact order
+        self.queue = LocalQueue(dpu.kernel)
+        self.pipeline = Pipeline(self.queue, dpu.chip.cycle_ps, dpu.actor)
+        self.dma = DmaEngine(self.queue, dpu.chip, dpu.actor)
         self.tasklets: list[Process] = []
         self._live = 0
         #: tasklets busy-polling WRAM, resumed by :meth:`wram_written`
@@ -323,12 +383,14 @@ class TaskletRunner(DpuRunner):
     def spawn(self, tasklet_id: int, coro: Coroutine[Any, Any, Any]) -> Process:
         """Start one tasklet coroutine on this DPU."""
         dpu = self.dpu
-        proc = self.kernel.spawn(
+        proc = Process(
+            self.queue,
             coro,
-            actor=dpu.actor | tasklet_id,
-            name=f"DPU {dpu.name} tasklet {tasklet_id}",
-            on_exit=self._tasklet_exit,
+            dpu.actor | tasklet_id,
+            f"DPU {dpu.name} tasklet {tasklet_id}",
+            self._tasklet_exit,
         )
+        self.queue.call_soon(proc.resume, None, proc.actor)
         self.tasklets.append(proc)
         self._live += 1
         return proc
@@ -374,7 +436,7 @@ class TaskletRunner(DpuRunner):
                 self.pipeline.unspin(spin.mark)
                 proc = spin.proc
                 proc.blocked_on = None
-                self.kernel.call_soon(proc.resume, None, proc.actor)
+                self.queue.call_soon(proc.resume, None, proc.actor)
             else:
                 keep.append(spin)
         self.spinners = keep

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -16,7 +17,14 @@ from ._mailbox import MailboxOps
 from ._mram import MramMixin
 from ._perfcounter import PerfcounterMixin
 from ._program import Var
-from ._runner import ComputeCommand, ComputeDmaCommand, DmaCommand, DpuFault, TaskletRunner
+from ._runner import (
+    ComputeCommand,
+    DmaCommand,
+    DpuFault,
+    MramDmaCommand,
+    Pipeline,
+    TaskletRunner,
+)
 from ._stdio import StdioMixin, reset_stdio
 
 if TYPE_CHECKING:
@@ -65,22 +73,22 @@ def start_tasklets(dpu: Dpu, program: TaskletProgram, main: MainFn) -> None:
 class _BarrierCommand(Command):
     """``barrier_wait``: issue its instructions, then arrive (one tasklet step, not two)."""
 
-    __slots__ = ("barrier", "instructions", "tasklet")
+    __slots__ = ("barrier", "instructions", "pipeline")
 
-    def __init__(self, tasklet: Tasklet, instructions: int, barrier: BarrierDecl) -> None:
-        self.tasklet = tasklet
+    def __init__(self, pipeline: Pipeline, instructions: int, barrier: _Barrier) -> None:
+        self.pipeline = pipeline
         self.instructions = instructions
         self.barrier = barrier
 
     def arm(self, proc: Process) -> None:
         proc.blocked_on = "compute"
-        self.tasklet.runner.pipeline.compute(proc, self.instructions, self._arrive, proc)
+        self.pipeline.compute(proc, self.instructions, self._arrive, proc)
 
     def _arrive(self, proc: Process) -> None:
         # runs in the event where the tasklet would have resumed after its instructions
         if proc.done:
             return
-        b = self.tasklet._barrier(self.barrier)
+        b = self.barrier
         if b.count == 1:
             b.count = b.initial
             b.queue.wake_all()
@@ -124,11 +132,18 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         self._pending = 0
         self._deferred_dma: list[int] = []
         self.wram = dpu.wram
+        self._wram_size = len(dpu.wram)
+        self._mram_size = dpu.chip.mram_size
         #: DPU addresses of the program's symbols by name (the layout is fixed while it runs)
         self._addrs: dict[str, int] = {}
         #: WRAM views of variables by (name, dtype, count): (start, end, dtype)
         self._views: dict[tuple[str, Any, int | None], tuple[int, int, np.dtype[Any]]] = {}
+        #: the same for ``view(var)`` (its declared type, all of it), by name
+        self._whole: dict[str, tuple[int, int, np.dtype[Any]]] = {}
         self._polls: dict[tuple[str, str, str], tuple[list[tuple[int, int]], str]] = {}
+        #: ``barrier_wait`` commands by barrier name, with the barrier's state (it lives in
+        #: ``dpu.persistent``, fixed while a run lasts)
+        self._barrier_commands: dict[str, _BarrierCommand] = {}
 
     async def _run(self, main: MainFn) -> None:
         try:
@@ -174,7 +189,20 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         self, where: Var | int, dtype: npt.DTypeLike = np.uint8, count: int | None = None
     ) -> np.ndarray:
         """A NumPy view of WRAM: a ``__host``/WRAM variable, or ``count`` items at an address."""
+        if type(where) is int:  # the common case first: an address
+            known_dt = _DTYPES.get(dtype) if type(dtype) is type else None
+            dt = known_dt if known_dt is not None else np.dtype(dtype)
+            end = where + (1 if count is None else count) * dt.itemsize
+            if where < 0 or end > len(self.wram) or where % dt.itemsize:
+                raise DpuFault(
+                    f"memory fault: WRAM access [{where:#x}, {end:#x}) out of range or unaligned"
+                )
+            return self.wram[where:end].view(dt)
         if isinstance(where, Var):
+            if dtype is np.uint8 and count is None:  # the whole variable as declared
+                known = self._whole.get(where.name)
+                if known is not None:
+                    return self.wram[known[0] : known[1]].view(known[2])
             key = (where.name, dtype, count)
             cacheable = True
             try:
@@ -196,6 +224,8 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
                 )
             if cacheable:
                 self._views[key] = (addr, end, dt)
+                if dtype is np.uint8 and count is None:
+                    self._whole[where.name] = (addr, end, dt)
             return self.wram[addr:end].view(dt)
         else:
             addr = int(where)
@@ -244,45 +274,33 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
             raise DpuFault(f"DMA fault: size {size} must be a multiple of 8 in [8, 2048]")
         if mram % 8 or wram % 8:
             raise DpuFault(f"DMA fault: MRAM {mram:#x} and WRAM {wram:#x} must be 8-byte aligned")
-        if mram < 0 or mram + size > self.dpu.chip.mram_size:
+        if mram < 0 or mram + size > self._mram_size:
             raise DpuFault(f"DMA fault: MRAM range [{mram:#x}, {mram + size:#x}) out of bounds")
-        if wram < 0 or wram + size > len(self.wram):
+        if wram < 0 or wram + size > self._wram_size:
             raise DpuFault(f"DMA fault: WRAM range [{wram:#x}, {wram + size:#x}) out of bounds")
         return mram
 
-    async def mram_read(self, mram: int, wram: int, size: int) -> None:
+    def mram_read(self, mram: int, wram: int, size: int) -> Awaitable[None]:
         """``mram_read(from, to, size)``: MRAM → WRAM by DMA (blocks this tasklet)."""
         off = self._dma_checks(self._mram_addr(mram), wram, size)
-        dpu = self.dpu
+        if self._deferred_dma:
+            return self._flush_then(MramDmaCommand(self.runner, 0, off, wram, size, False))
+        n = self._pending  # issued in the same tasklet step: see MramDmaCommand
+        self._pending = 0
+        return MramDmaCommand(self.runner, n, off, wram, size, False)
 
-        def apply() -> None:
-            dpu.wram[wram : wram + size] = dpu.mram.read(off, size)
-
-        dma = DmaCommand(self.runner.dma, size, False, apply)
-        n = self._pending
-        if n and not self._deferred_dma:  # one tasklet step: see ComputeDmaCommand
-            self._pending = 0
-            await ComputeDmaCommand(self.runner.pipeline, n, dma)
-        else:
-            await self.flush()
-            await dma
-
-    async def mram_write(self, wram: int, mram: int, size: int) -> None:
+    def mram_write(self, wram: int, mram: int, size: int) -> Awaitable[None]:
         """``mram_write(from, to, size)``: WRAM → MRAM by DMA (blocks this tasklet)."""
         off = self._dma_checks(self._mram_addr(mram), wram, size)
-        dpu = self.dpu
-
-        def apply() -> None:
-            dpu.mram.write(off, dpu.wram[wram : wram + size].copy())
-
-        dma = DmaCommand(self.runner.dma, size, True, apply)
+        if self._deferred_dma:
+            return self._flush_then(MramDmaCommand(self.runner, 0, off, wram, size, True))
         n = self._pending
-        if n and not self._deferred_dma:  # one tasklet step: see ComputeDmaCommand
-            self._pending = 0
-            await ComputeDmaCommand(self.runner.pipeline, n, dma)
-        else:
-            await self.flush()
-            await dma
+        self._pending = 0
+        return MramDmaCommand(self.runner, n, off, wram, size, True)
+
+    async def _flush_then(self, command: Command) -> None:
+        await self.flush()
+        await command
 
     def _mram_addr(self, where: Var | int) -> int:
         if type(where) is int:
@@ -293,7 +311,10 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
 
     def mram_address(self, var: Var, offset: int = 0) -> int:
         """MRAM address (0x08000000 | offset) of an ``__mram`` variable plus ``offset``."""
-        return self._address(var) + offset
+        addr = self._addrs.get(var.name)
+        if addr is None:
+            addr = self._address(var)
+        return addr + offset
 
     @property
     def mram_heap_pointer(self) -> int:
@@ -301,15 +322,22 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         return self.program.address_of("__sys_used_mram_end")
 
     # -- synchronisation ---------------------------------------
-    async def barrier_wait(self, barrier: BarrierDecl) -> None:
+    def barrier_wait(self, barrier: BarrierDecl) -> Awaitable[None]:
         """``barrier_wait``: the last arrival resumes every waiter and resets the count."""
         self._pending += timing.BARRIER_WAIT_INSTRUCTIONS
-        if not self._deferred_dma:
-            # one tasklet step: the arrival is counted when the instructions have issued
-            n = self._pending
-            self._pending = 0
-            await _BarrierCommand(self, n, barrier)
-            return
+        if self._deferred_dma:
+            return self._barrier_after_flush(barrier)
+        # one tasklet step: the arrival is counted when the instructions have issued
+        # the tasklet's command for this barrier, used again: it awaits one command at a time
+        cmd = self._barrier_commands.get(barrier.name)
+        if cmd is None:
+            cmd = _BarrierCommand(self.runner.pipeline, 0, self._barrier(barrier))
+            self._barrier_commands[barrier.name] = cmd
+        cmd.instructions = self._pending
+        self._pending = 0
+        return cmd
+
+    async def _barrier_after_flush(self, barrier: BarrierDecl) -> None:
         await self.flush()
         b = self._barrier(barrier)
         if b.count == 1:
