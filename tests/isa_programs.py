@@ -16,7 +16,7 @@ import numpy as np
 
 from aiopim.elf import ElfProgram, load_elf
 from aiopim.isa import _tables as T
-from aiopim.isa._codec import Instruction, encode, signature_index
+from aiopim.isa._codec import EncodeError, Instruction, encode, signature_index
 from aiopim.isa.elfwriter import STT_FUNC, SymbolSpec, sample_dpu_elf
 
 IRAM = 0x80000000
@@ -204,3 +204,27 @@ class Machine:
     @property
     def fault_kind(self) -> int:
         return int(self.dv[self.I.D_FKIND])
+
+
+_PC_FIELD = T.FIELD_NAMES.index("pc")
+
+
+def random_instruction(draw: Any, sig: int, length: int) -> int:
+    """Signature ``sig`` with random legal operands drawn by Hypothesis's ``draw`` (jump
+    targets inside a program of ``length`` instructions); a ``nop`` if it does not encode."""
+    from hypothesis import strategies as st
+
+    raw = [0] * len(T.FIELD_NAMES)
+    for fid, width, allowed, _pieces, implicit, zero, _rep in T.SIG_FIELDS[sig]:
+        if implicit >= 0:
+            raw[fid] = implicit
+        elif fid == _PC_FIELD:  # jump targets inside the program (loops end at the step bound)
+            raw[fid] = draw(st.integers(0, length))
+        elif allowed >= 0:
+            raw[fid] = draw(st.sampled_from([v for v in range(64) if (allowed >> v) & 1]))
+        else:
+            raw[fid] = draw(st.integers(0, (1 << width) - 1)) & ~zero
+    try:
+        return encode(Instruction(sig, tuple(raw)))
+    except EncodeError:
+        return encode(Instruction.make("nop:"))

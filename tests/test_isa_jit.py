@@ -11,35 +11,18 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from isa_programs import Asm, Machine
+from isa_programs import Asm, Machine, random_instruction
 
 from aiopim.isa import _tables as T
-from aiopim.isa._codec import EncodeError, Instruction, encode
+from aiopim.isa._codec import Instruction, encode
 
 #: every signature but hash (unimplemented: it only faults)
 SIGS = [s for s in range(len(T.SIG_KEYWORD)) if T.SIG_KEYWORD[s].split(".")[0] != "hash"]
 
 
-_PC = T.FIELD_NAMES.index("pc")
-
-
 @st.composite
 def instruction_words(draw: st.DrawFn, length: int = 24) -> int:
-    sig = draw(st.sampled_from(SIGS))
-    raw = [0] * len(T.FIELD_NAMES)
-    for fid, width, allowed, _pieces, implicit, zero, _rep in T.SIG_FIELDS[sig]:
-        if implicit >= 0:
-            raw[fid] = implicit
-        elif fid == _PC:  # jump targets inside the program (loops end at the step bound)
-            raw[fid] = draw(st.integers(0, length))
-        elif allowed >= 0:
-            raw[fid] = draw(st.sampled_from([v for v in range(64) if (allowed >> v) & 1]))
-        else:
-            raw[fid] = draw(st.integers(0, (1 << width) - 1)) & ~zero
-    try:
-        return encode(Instruction(sig, tuple(raw)))
-    except EncodeError:
-        return encode(Instruction.make("nop:"))
+    return random_instruction(draw, draw(st.sampled_from(SIGS)), length)
 
 
 @st.composite

@@ -14,14 +14,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from isa_programs import Asm, Machine
+from isa_programs import Asm, Machine, random_instruction
 
 from aiopim.isa import _interp as I
 from aiopim.isa import _tables as T
 from aiopim.isa import assemble_program, text_words
-from aiopim.isa._codec import EncodeError, Instruction, encode
 
-_PC = T.FIELD_NAMES.index("pc")
 #: what windows run on the fast path or through the general step, and what ends them
 _WINDOW_FAMILIES = {"add", "sub", "addc", "subc", "and", "or", "xor", "lsl", "lsr", "lw", "ld"}
 _WINDOW_FAMILIES |= {"lbu", "lhs", "call", "move", "cmpb4", "asr", "rol", "acquire", "resume"}
@@ -44,21 +42,7 @@ OTHER_SIGS = _sigs(_OTHER_FAMILIES)
 @st.composite
 def instruction(draw: st.DrawFn, length: int) -> int:
     pool = WINDOW_SIGS if draw(st.integers(0, 9)) < 8 else OTHER_SIGS
-    sig = draw(st.sampled_from(pool))
-    raw = [0] * len(T.FIELD_NAMES)
-    for fid, width, allowed, _pieces, implicit, zero, _rep in T.SIG_FIELDS[sig]:
-        if implicit >= 0:
-            raw[fid] = implicit
-        elif fid == _PC:
-            raw[fid] = draw(st.integers(0, length))
-        elif allowed >= 0:
-            raw[fid] = draw(st.sampled_from([v for v in range(64) if (allowed >> v) & 1]))
-        else:
-            raw[fid] = draw(st.integers(0, (1 << width) - 1)) & ~zero
-    try:
-        return encode(Instruction(sig, tuple(raw)))
-    except EncodeError:
-        return encode(Instruction.make("nop:"))
+    return random_instruction(draw, draw(st.sampled_from(pool)), length)
 
 
 @st.composite

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -135,7 +135,6 @@ from ._semantics import (
     JC_Z,
     K_REG,
     MODE_JUMP,
-    MODE_PLAIN,
     MODE_SET,
     MUL_A_HIGH,
     MUL_A_SIGNED,
@@ -547,6 +546,7 @@ def run(
         nf = dv[D_WNF]
         per = nf if nf > REVOLVER_CYCLES else REVOLVER_CYCLES
     fcut = False  # the window's end was set by a slot that cannot issue
+    reason = R_LIMIT
     while True:
         if fw:
             if fend:
@@ -641,15 +641,8 @@ def run(
         else:
             if dma_min <= c:
                 again = False  # a thread becomes ready: another issue pattern
-                dv[D_CYCLE] = c
-                dv[D_RR] = rr
-                dv[D_INSTR] = instr
-                dv[D_LAST] = last
-                dv[D_LAST_PC] = lastpc
-                dv[D_ROUNDS] = rounds
-                dv[D_AGAIN] = 1 if again else 0
-                dv[D_WNF] = nf
-                return R_DMA_DUE
+                reason = R_DMA_DUE
+                break
             if cool <= 0 and c < cycle_limit and nthreads > 0:
                 fcut = False
                 if again:
@@ -773,51 +766,34 @@ def run(
                     earliest = nx
             if t < 0:
                 if earliest == BIG and dma_min == BIG:
-                    dv[D_CYCLE] = c
-                    dv[D_RR] = rr
-                    dv[D_INSTR] = instr
-                    dv[D_LAST] = last
-                    dv[D_LAST_PC] = lastpc
-                    dv[D_ROUNDS] = rounds
-                    dv[D_AGAIN] = 1 if again else 0
-                    dv[D_WNF] = nf
-                    dv[D_END] = dv[D_LAST] + REVOLVER_CYCLES
-                    return R_END
+                    reason = R_END
+                    break
                 nc = earliest if earliest < dma_min else dma_min
                 if nc >= cycle_limit and c < cycle_limit:
                     nc = cycle_limit
                 if c >= cycle_limit:
-                    dv[D_CYCLE] = c
-                    dv[D_RR] = rr
-                    dv[D_INSTR] = instr
-                    dv[D_LAST] = last
-                    dv[D_LAST_PC] = lastpc
-                    dv[D_ROUNDS] = rounds
-                    dv[D_AGAIN] = 1 if again else 0
-                    dv[D_WNF] = nf
-                    return R_LIMIT
+                    reason = R_LIMIT
+                    break
                 c = nc
                 continue
             if c >= cycle_limit:
-                dv[D_CYCLE] = c
-                dv[D_RR] = rr
-                dv[D_INSTR] = instr
-                dv[D_LAST] = last
-                dv[D_LAST_PC] = lastpc
-                dv[D_ROUNDS] = rounds
-                dv[D_AGAIN] = 1 if again else 0
-                dv[D_WNF] = nf
-                return R_LIMIT
+                reason = R_LIMIT
+                break
             if issued >= max_issue:
-                dv[D_CYCLE] = c
-                dv[D_RR] = rr
-                dv[D_INSTR] = instr
-                dv[D_LAST] = last
-                dv[D_LAST_PC] = lastpc
-                dv[D_ROUNDS] = rounds
-                dv[D_AGAIN] = 1 if again else 0
-                dv[D_WNF] = nf
-                return R_STEP
+                reason = R_STEP
+                break
+            # the commonest kinds issue through the windows' fast step, for one slot
+            pc = th[t, T_PC]
+            if pc >= 0 and pc < nprog and code[pc, C_FAST] != FAST_NONE:
+                _, done, donepc = thread_slots(code, regs, th, wram, atomic, t, c, c + 1, 1)
+                if done > 0:
+                    rr = t
+                    issued += 1
+                    last = c
+                    lastpc = donepc
+                    instr += 1
+                    c += 1
+                    continue
 
         # ---- issue one instruction of thread t at cycle c ----
         pc = th[t, T_PC]
@@ -831,15 +807,8 @@ def run(
             dv[D_FKIND] = FK_PC
             dv[D_FTHREAD] = t
             dv[D_FPC] = pc
-            dv[D_CYCLE] = c
-            dv[D_RR] = rr
-            dv[D_INSTR] = instr
-            dv[D_LAST] = last
-            dv[D_LAST_PC] = lastpc
-            dv[D_ROUNDS] = rounds
-            dv[D_AGAIN] = 1 if again else 0
-            dv[D_WNF] = nf
-            return R_FAULT
+            reason = R_FAULT
+            break
         op = code[pc, C_OP]
         npc = pc + 1
         fault = FK_NONE
@@ -857,87 +826,6 @@ def run(
         dk = code[pc, C_DK]
         d = code[pc, C_D]
         flags = code[pc, C_FLAGS]
-        # fast path: the common 32-bit arithmetic and logic, plain or with a z/nz/true jump
-        if (dk == DK_REG or dk == DK_NONE) and mode != MODE_SET:
-            fx = -1
-            fcy = 0
-            if op == OP_ADD:
-                fs = av + bv
-                fx = fs & M32
-                fcy = fs >> 32
-            elif op == OP_SUB:
-                fs = av + ((~bv) & M32) + 1
-                fx = fs & M32
-                fcy = fs >> 32
-            elif op == OP_AND:
-                fx = av & bv
-            elif op == OP_OR:
-                fx = av | bv
-            elif op == OP_XOR:
-                fx = av ^ bv
-            elif op == OP_LSL:
-                fx = (av << (bv & 31)) & M32
-            elif op == OP_LSR:
-                fx = av >> (bv & 31)
-            if fx >= 0:
-                fcond = code[pc, C_COND]
-                if (
-                    mode == MODE_PLAIN
-                    or fcond == CN_TRUE
-                    or fcond == CN_Z
-                    or fcond == CN_NZ
-                    or fcond == CN_LTU
-                    or fcond == CN_GEU
-                ):
-                    if flags & 1:
-                        th[t, T_ZF] = 1 if fx == 0 else 0
-                    if flags & 2:
-                        th[t, T_CF] = fcy
-                    if dk == DK_REG:
-                        regs[t, d] = fx
-                    if mode == MODE_JUMP and (
-                        fcond == CN_TRUE
-                        or (fcond == CN_Z and fx == 0)
-                        or (fcond == CN_NZ and fx != 0)
-                        or (fcond == CN_LTU and fcy == 0)
-                        or (fcond == CN_GEU and fcy != 0)
-                    ):
-                        th[t, T_PC] = code[pc, C_PC]
-                    else:
-                        th[t, T_PC] = npc
-                    c += 1
-                    continue
-        # fast path: aligned little-endian lw/ld inside WRAM that set no flags
-        if op == OP_LOAD and flags == 0 and dk != DK_NONE and code[pc, C_ENDIAN] == 0:
-            fsub = code[pc, C_SUB]
-            fsize = fsub & (15 | SUB_SAFE)
-            fa = (av + code[pc, C_BV]) & M32
-            if fsize == 4 and dk == DK_REG and fa + 4 <= wram_size and fa & 3 == 0:
-                regs[t, d] = (
-                    int(wram[fa])
-                    | (int(wram[fa + 1]) << 8)
-                    | (int(wram[fa + 2]) << 16)
-                    | (int(wram[fa + 3]) << 24)
-                )
-                th[t, T_PC] = npc
-                c += 1
-                continue
-            if fsize == 8 and fa + 8 <= wram_size and fa & 7 == 0:
-                regs[t, d] = (
-                    int(wram[fa + 4])
-                    | (int(wram[fa + 5]) << 8)
-                    | (int(wram[fa + 6]) << 16)
-                    | (int(wram[fa + 7]) << 24)
-                )
-                regs[t, d + 1] = (
-                    int(wram[fa])
-                    | (int(wram[fa + 1]) << 8)
-                    | (int(wram[fa + 2]) << 16)
-                    | (int(wram[fa + 3]) << 24)
-                )
-                th[t, T_PC] = npc
-                c += 1
-                continue
         # values the condition and the flags need
         x = 0  # the tested 32-bit value
         zx = 0  # the value ZF is computed from
@@ -1170,15 +1058,9 @@ def run(
                 th[t, T_RUN] = RUN_DMA
                 th[t, T_NEXT] = BIG
                 dv[D_REQ] = t
-                dv[D_CYCLE] = c + 1
-                dv[D_RR] = rr
-                dv[D_INSTR] = instr
-                dv[D_LAST] = last
-                dv[D_LAST_PC] = lastpc
-                dv[D_ROUNDS] = rounds
-                dv[D_AGAIN] = 1 if again else 0
-                dv[D_WNF] = nf
-                return R_DMA_REQUEST
+                c += 1
+                reason = R_DMA_REQUEST
+                break
         elif op == OP_ACQUIRE or op == OP_RELEASE:
             v = (av + bv) & 0xFFFF
             bit = ((v >> 8) ^ v) & 0xFF
@@ -1292,17 +1174,10 @@ def run(
             dv[D_FADDR] = faddr
             dv[D_FTHREAD] = t
             dv[D_FPC] = pc
-            dv[D_CYCLE] = c
-            dv[D_RR] = rr
-            dv[D_INSTR] = instr
-            dv[D_LAST] = last
-            dv[D_LAST_PC] = lastpc
-            dv[D_ROUNDS] = rounds
-            dv[D_AGAIN] = 1 if again else 0
-            dv[D_WNF] = nf
             if fault == FK_SAFE and dk == DK_REG:
                 regs[t, d] = result
-            return R_FAULT
+            reason = R_FAULT
+            break
 
         # ---- condition ----
         taken = False
@@ -1427,6 +1302,18 @@ def run(
         else:
             th[t, T_PC] = npc
         c += 1
+    # every stop of the loop: store its counters back
+    dv[D_CYCLE] = c
+    dv[D_RR] = rr
+    dv[D_INSTR] = instr
+    dv[D_LAST] = last
+    dv[D_LAST_PC] = lastpc
+    dv[D_ROUNDS] = rounds
+    dv[D_AGAIN] = 1 if again else 0
+    dv[D_WNF] = nf
+    if reason == R_END:
+        dv[D_END] = last + REVOLVER_CYCLES
+    return reason
 
 
 State = tuple[
@@ -1495,8 +1382,27 @@ def get_run(jit: bool) -> Callable[..., int]:
 
         register_jitable(inline="always")(ends_window)
         register_jitable(inline="always")(thread_slots)
-        _JIT_RUN = numba.njit(cache=True, nogil=True)(run)
+        jitted = numba.njit(cache=True, nogil=True)(run)
+        i64, u8 = numba.int64, numba.uint8
+        rows, flat, raw = i64[:, ::1], i64[::1], u8[::1]
+        # code, regs, th, dv, atomic, wram, dma, cycle_limit, max_issue, scratch
+        compile_quietly(jitted, (rows, rows, rows, flat, raw, raw, rows, i64, i64, rows))
+        _JIT_RUN = jitted
     return _JIT_RUN
+
+
+def compile_quietly(dispatcher: Any, signature: tuple[Any, ...]) -> None:
+    """Compile (or load from numba's cache) ``dispatcher`` for ``signature`` now. Inlining the
+    window helpers makes numba's own IR checks warn (a ``NumbaIRAssumptionWarning`` about a
+    variable's scope, not an error in the code); compiling here, with that warning silenced,
+    keeps it from reaching users (and test runs that turn warnings into errors)."""
+    import warnings
+
+    from numba.core.errors import NumbaIRAssumptionWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumbaIRAssumptionWarning)
+        dispatcher.compile(signature)
 
 
 # ================================================================================================
@@ -1707,6 +1613,11 @@ def address_row(
 
 def get_run_dpus_at() -> Callable[..., int]:
     """The compiled batch over an address table (``cache=True``; needs numba)."""
+    import numba
+
     from ._jitptr import run_dpus_at
 
+    if not run_dpus_at.signatures:
+        i64 = numba.int64
+        compile_quietly(run_dpus_at, (i64[:, ::1], i64[::1], i64[::1], i64, i64[::1]))
     return run_dpus_at
