@@ -1373,29 +1373,32 @@ def jit_enabled_by_default() -> bool:
 
 def get_run(jit: bool) -> Callable[..., int]:
     """The loop: numba-compiled (``cache=True``, compiled on first use) or pure Python."""
-    global _JIT_RUN
     if not jit:
         return run
+    loop = jit_dispatcher()
+    # the batch compiles the loop into itself (and gives the loop's dispatcher that version)
+    get_run_dpus_at()
+    return loop
+
+
+def jit_dispatcher() -> Callable[..., int]:
+    """numba's dispatcher of :func:`run` (nothing compiled yet)."""
+    global _JIT_RUN
     if _JIT_RUN is None:
         import numba
         from numba.extending import register_jitable
 
         register_jitable(inline="always")(ends_window)
         register_jitable(inline="always")(thread_slots)
-        jitted = numba.njit(cache=True, nogil=True)(run)
-        i64, u8 = numba.int64, numba.uint8
-        rows, flat, raw = i64[:, ::1], i64[::1], u8[::1]
-        # code, regs, th, dv, atomic, wram, dma, cycle_limit, max_issue, scratch
-        compile_quietly(jitted, (rows, rows, rows, flat, raw, raw, rows, i64, i64, rows))
-        _JIT_RUN = jitted
+        _JIT_RUN = numba.njit(cache=True, nogil=True)(run)
     return _JIT_RUN
 
 
 def compile_quietly(dispatcher: Any, signature: tuple[Any, ...]) -> None:
     """Compile (or load from numba's cache) ``dispatcher`` for ``signature`` now. Inlining the
-    window helpers makes numba's own IR checks warn (a ``NumbaIRAssumptionWarning`` about a
-    variable's scope, not an error in the code); compiling here, with that warning silenced,
-    keeps it from reaching users (and test runs that turn warnings into errors)."""
+    window helpers into the loop makes numba's own IR checks warn (a ``NumbaIRAssumptionWarning``
+    about a variable's scope, not an error in the code); compiling here, with that warning
+    silenced, keeps it from reaching users (and test runs that turn warnings into errors)."""
     import warnings
 
     from numba.core.errors import NumbaIRAssumptionWarning

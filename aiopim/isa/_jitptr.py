@@ -49,7 +49,7 @@ def _drop_stale_cache() -> None:
 
 _drop_stale_cache()
 
-_loop = I.get_run(True)
+_loop = I.jit_dispatcher()
 
 
 def _pointer_intrinsic(dtype: Any) -> Any:
