@@ -16,15 +16,16 @@ State (all owned by the caller, mutated in place):
 * ``th``: ``int64[threads, NTH]``: PC, run state (stopped / running / waiting for a DMA),
   earliest cycle of its next issue (or of its DMA completion), ZF, CF;
 * ``dv``: ``int64[ND]``: DPU-wide scalars (current cycle, round-robin pointer, counters,
-  performance counter, fault description, DMA request);
+  performance counter, fault description, DMA request, window bookkeeping);
 * ``atomic``: ``uint8[256]``; ``wram``: the DPU's WRAM bytes; ``dma``: ``int64[threads, 4]``
   the outstanding transfer of each thread (kind, WRAM/IRAM address, MRAM address, size).
 
 Issue rule: one instruction per cycle per DPU, a thread at most once every
 ``REVOLVER_CYCLES`` cycles, ready threads in round-robin order after the last issuer.
 
-Windows. When the n ready threads are in steady round-robin issue, every one of them issues
-every ``max(n, REVOLVER_CYCLES)`` cycles at a fixed offset, until an instruction changes the set
+Windows. When the n ready threads issue in a steady pattern (checked by simulating the issue
+rule), every one of them issues every ``max(n, REVOLVER_CYCLES)`` cycles at a fixed offset,
+until an instruction changes the set
 of ready threads (a DMA, ``stop``, ``boot``, ``resume``...), touches state other threads read
 (a store, an atomic bit), reads the clock, or faults. Instructions other than those only read
 WRAM and write their own thread's registers, flags and PC, so they commute between threads: the
@@ -32,7 +33,9 @@ loop then runs such a window one thread after the other (each for up to ``WINDOW
 slots), which executes the same instructions at the same cycles with the same results as issuing
 them cycle by cycle, and predicts far better. The first slot holding any other instruction ends
 the window there (threads already run past it are run again from a snapshot of the registers
-and thread states); that instruction then issues cycle by cycle as usual.
+and thread states); that instruction then issues cycle by cycle as usual. ``scratch``, a work
+array per DPU, holds the snapshots and the window's issue pattern, which goes on in the next
+call when a window ends at the cycle bound.
 """
 
 from __future__ import annotations
@@ -518,7 +521,7 @@ def run(
     rr = dv[D_RR]
     dma_min = dv[D_DMA_MIN]
     issued = 0
-    # counters of the issue loop, kept in locals and stored back at every return
+    # counters of the issue loop, kept in locals and stored back when the loop stops
     instr = dv[D_INSTR]
     last = dv[D_LAST]
     lastpc = dv[D_LAST_PC]
