@@ -1627,3 +1627,17 @@ def get_run_dpus_at() -> Callable[..., int]:
         i64 = numba.int64
         compile_quietly(run_dpus_at, (i64[:, ::1], i64[::1], i64[::1], i64, i64[::1]))
     return run_dpus_at
+
+
+def get_run_dpus_parallel() -> Callable[..., int]:
+    """The compiled batch split over numba's worker threads (``cache=True``; needs numba)."""
+    import numba
+
+    from ._jitptr import run_dpus_parallel
+
+    if not run_dpus_parallel.signatures:
+        get_run_dpus_at()
+        i64 = numba.int64
+        signature = (i64[:, ::1], i64[::1], i64[::1], i64, i64[::1], i64)
+        compile_quietly(run_dpus_parallel, signature)
+    return run_dpus_parallel

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numba
+import numpy as np
 from numba import types
 from numba.extending import intrinsic, register_jitable
 from numba.np.numpy_support import carray
@@ -149,3 +150,18 @@ def run_dpus_at(tab: Any, pages: Any, sel: Any, until_ps: int, reasons: Any) -> 
         if r != I.R_LIMIT:
             need += 1
     return need
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def run_dpus_parallel(
+    tab: Any, pages: Any, sel: Any, until_ps: int, reasons: Any, parts: int
+) -> int:
+    """:func:`run_dpus_at` with the DPUs of ``sel`` split in ``parts`` contiguous shares, one
+    per numba worker thread (a DPU runs on one thread: results do not depend on the split)."""
+    n = sel.shape[0]
+    need = np.zeros(parts, np.int64)
+    for p in numba.prange(parts):
+        a = n * p // parts
+        b = n * (p + 1) // parts
+        need[p] = run_dpus_at(tab, pages, sel[a:b], until_ps, reasons[a:b])
+    return int(need.sum())

@@ -13,10 +13,9 @@ the horizon; DPU ends and faults become kernel events at their exact times.
 from __future__ import annotations
 
 import collections
-import concurrent.futures
-import itertools
 import math
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -650,9 +649,8 @@ class IsaScheduler:
     def _call(
         self, sel: npt.NDArray[np.int64], until_ps: int, reasons: npt.NDArray[np.int64]
     ) -> int:
-        """One call of the batched loop, split over worker threads when compiled (numba
-        releases the GIL; each DPU runs on exactly one thread, so results do not depend on
-        the split)."""
+        """One call of the batched loop, split over numba's worker threads when compiled (each
+        DPU runs on exactly one thread, so results do not depend on the split)."""
         if self._jit:
             args: tuple[Any, ...] = (self._table, self._page_addr)
         else:
@@ -662,14 +660,8 @@ class IsaScheduler:
         if workers <= 1 or n < 2 * _MIN_DPUS_PER_THREAD:
             return int(self._run_dpus(*args, sel, until_ps, reasons))
         parts = min(workers, n // _MIN_DPUS_PER_THREAD)
-        bounds = [n * i // parts for i in range(parts + 1)]
-        pool = _pool(parts)
-        futures = [
-            pool.submit(self._run_dpus, *args, sel[a:b], until_ps, reasons[a:b])
-            for a, b in itertools.pairwise(bounds[1:])
-        ]
-        need = int(self._run_dpus(*args, sel[: bounds[1]], until_ps, reasons[: bounds[1]]))
-        return need + sum(int(f.result()) for f in futures)
+        with _PARALLEL_LOCK:
+            return int(I.get_run_dpus_parallel()(*args, sel, until_ps, reasons, parts))
 
     def _fire(self, _: Any) -> None:
         self.entry = None
@@ -720,7 +712,9 @@ class IsaScheduler:
 
 #: fewer DPUs than this per thread are not worth a thread
 _MIN_DPUS_PER_THREAD = 16
-_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+#: one batch split over numba's worker threads at a time (numba's "workqueue" threading layer,
+#: used where no OpenMP or TBB is found, must not be entered from two threads at once)
+_PARALLEL_LOCK = threading.Lock()
 
 
 def _workers() -> int:
@@ -732,13 +726,6 @@ def _workers() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not on Linux
         return os.cpu_count() or 1
-
-
-def _pool(parts: int) -> concurrent.futures.ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None or _POOL._max_workers < parts - 1:
-        _POOL = concurrent.futures.ThreadPoolExecutor(max(1, parts - 1), "aiopim-isa")
-    return _POOL
 
 
 def _scheduler(kernel: Kernel) -> IsaScheduler:
