@@ -468,6 +468,7 @@ class IsaScheduler:
         self._table = np.zeros((0, I.NA), np.int64)
         self._page_addr = np.zeros(0, np.int64)
         self._run_dpus = I.run_dpus
+        self._run_parallel: Callable[..., int] | None = None
         self._jit = False
         self._pages: Any = None
         self._page_ids: dict[int, int] = {}
@@ -660,8 +661,10 @@ class IsaScheduler:
         if workers <= 1 or n < 2 * _MIN_DPUS_PER_THREAD:
             return int(self._run_dpus(*args, sel, until_ps, reasons))
         parts = min(workers, n // _MIN_DPUS_PER_THREAD)
+        if self._run_parallel is None:
+            self._run_parallel = I.get_run_dpus_parallel()
         with _PARALLEL_LOCK:
-            return int(I.get_run_dpus_parallel()(*args, sel, until_ps, reasons, parts))
+            return int(self._run_parallel(*args, sel, until_ps, reasons, parts))
 
     def _fire(self, _: Any) -> None:
         self.entry = None
