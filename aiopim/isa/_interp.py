@@ -318,6 +318,9 @@ def ends_window(
     pc = th[t, T_PC]
     if pc < 0 or pc >= code.shape[0]:
         return True
+    f = code[pc, C_FAST]
+    if f != FAST_NONE and f != FAST_ACQUIRE:
+        return False  # the common case: a row of the fast step
     op = code[pc, C_OP]
     if not ((op >= OP_STORE and op <= OP_TIME_CFG) or op == OP_ILLEGAL):
         return False
@@ -708,13 +711,7 @@ def run(
                     for q in range(nf):
                         if c0 + scratch[q, SCR_OFF] >= fe:
                             break
-                        u = scratch[q, SCR_ORDER]
-                        pc = th[u, T_PC]
-                        if pc >= 0 and pc < nprog:
-                            f = code[pc, C_FAST]
-                            if f != FAST_NONE and f != FAST_ACQUIRE:
-                                continue  # the common case: a row of the window's fast path
-                        if ends_window(code, regs, th, atomic, u):
+                        if ends_window(code, regs, th, atomic, scratch[q, SCR_ORDER]):
                             fe = c0 + scratch[q, SCR_OFF]
                             fcut = True
                             break
@@ -1375,7 +1372,8 @@ def jit_enabled_by_default() -> bool:
 
 
 def get_run(jit: bool) -> Callable[..., int]:
-    """The loop: numba-compiled (``cache=True``, compiled on first use) or pure Python."""
+    """The loop: numba-compiled (``cache=True``; compiled, or loaded from numba's cache, with
+    the batch the first time it is asked for) or pure Python."""
     if not jit:
         return run
     loop = jit_dispatcher()

@@ -499,7 +499,7 @@ class IsaScheduler:
 
     def _active(self) -> list[IsaRunner]:
         """The active runners (the list is rebuilt only when the set may have changed)."""
-        if self._active_version != self._version or not self._batched():
+        if self._active_version != self._version:
             self.runners = [r for r in self.runners if r.active]
             self._active_version = self._version
             self._sel = np.zeros(0, np.int64)
@@ -610,9 +610,11 @@ class IsaScheduler:
         """Advance every runner of ``active`` to ``until_ps``; the index in ``active`` and the
         outcome of each whose run ended."""
         if not self._batched():
-            self._version += 1
             outs = [r.advance(until_ps) for r in active]
-            return [(j, out) for j, out in enumerate(outs) if out is not None]
+            stopped = [(j, out) for j, out in enumerate(outs) if out is not None]
+            if stopped:
+                self._version += 1
+            return stopped
         if active is self.runners and len(self._sel) == len(active):
             sel = self._sel
         else:
@@ -675,15 +677,12 @@ class IsaScheduler:
         now = k.now
         nxt = k.next_event_time()
         horizon = min(k.limit, INFINITY if nxt is None else nxt)
-        if self._batched():
-            # the host acts only between scheduler events: check the page maps here, when
-            # some MRAM bank's page table may have changed since the last check
-            if len(self._sel) != len(active) and any(r not in self._slots for r in active):
-                self._build(active)
-            if self._checked != (MramBank.epoch, self._gen):
-                for r in active:
-                    self._check_pages(r)
-                self._checked = (MramBank.epoch, self._gen)
+        # the host acts only between scheduler events: check the page maps here, when some
+        # MRAM bank's page table may have changed since the last check
+        if self._batched() and self._checked != (MramBank.epoch, self._gen):
+            for r in active:
+                self._check_pages(r)
+            self._checked = (MramBank.epoch, self._gen)
         if horizon <= now:
             # something else still happens now: execute only what issues before now, and come
             # back before anything at now + 1 ps
