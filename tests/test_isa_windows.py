@@ -64,7 +64,9 @@ def _machines(asm: Asm, seed: int, threads: int, ready: int) -> list[Machine]:
     wram = rng.integers(0, 256, size=65536, dtype=np.uint8)
     atomic = (rng.integers(0, 2, size=256) * rng.integers(0, 2)).astype(np.uint8)
     pcs = rng.integers(0, len(asm), size=threads)
-    start = rng.integers(0, 12, size=threads)
+    # next-issue cycles: mostly within one revolver period, sometimes far ahead (the window must
+    # then not assume an issue pattern it has not seen)
+    start = rng.integers(0, 12 if seed % 4 else 64, size=threads)
     for m in machines:
         m.regs[:, :24] = regs
         m.wram[:] = wram
