@@ -23,9 +23,8 @@ State (all owned by the caller, mutated in place):
 Issue rule: one instruction per cycle per DPU, a thread at most once every
 ``REVOLVER_CYCLES`` cycles, ready threads in round-robin order after the last issuer.
 
-Windows. When the n ready threads issue in a steady pattern (checked by simulating the issue
-rule), every one of them issues every ``max(n, REVOLVER_CYCLES)`` cycles at a fixed offset,
-until an instruction changes the set
+Windows. When the n ready threads issue in a steady pattern, every one of them issues every
+``max(n, REVOLVER_CYCLES)`` cycles at a fixed offset, until an instruction changes the set
 of ready threads (a DMA, ``stop``, ``boot``, ``resume``...), touches state other threads read
 (a store, an atomic bit), reads the clock, or faults. Instructions other than those only read
 WRAM and write their own thread's registers, flags and PC, so they commute between threads: the
@@ -36,6 +35,16 @@ the window there (threads already run past it are run again from a snapshot of t
 and thread states); that instruction then issues cycle by cycle as usual. ``scratch``, a work
 array per DPU, holds the snapshots and the window's issue pattern, which goes on in the next
 call when a window ends at the cycle bound.
+
+Steady issue. The pattern is steady from cycle c0 exactly when every ready thread issues once
+in the first period [c0, c0 + p), p = max(n, REVOLVER_CYCLES). With n < REVOLVER_CYCLES, the
+thread that issued at c0 + o is ready again at c0 + p + o and, by induction over the second
+period, is then the only one ready, so every period repeats the first. With n >= REVOLVER_CYCLES
+every cycle of the first period issues one thread, each once. At the turn j of the second
+period the ready threads are those of offsets j to n + j - REVOLVER_CYCLES (by induction), and
+round-robin picks the first of them after the previous issuer: the first period's thread j,
+unless one of the others sits between the two in round-robin order. The loop simulates the first
+period and checks that condition (both cost O(n) when the order is round-robin).
 """
 
 from __future__ import annotations
@@ -267,14 +276,16 @@ SHORT_WINDOW_ROUNDS: Final = 4
 #: columns of the work array: by thread, its registers (0-23; the others are constants) and
 #: state (SCR_TH...) saved when
 #: it starts in a window; by row, the window's threads in issue order and their offsets in the
-#: period, and the ready list the issue rule is simulated on (thread, next issue, picked)
+#: period and ready-list positions, and the ready list the issue rule is simulated on (thread,
+#: next issue, offset of its issue + 1)
 SCR_TH: Final = 32
 SCR_ORDER: Final = SCR_TH + NTH
 SCR_OFF: Final = SCR_ORDER + 1
 SCR_READY: Final = SCR_ORDER + 2
 SCR_NEXT: Final = SCR_ORDER + 3
 SCR_SEEN: Final = SCR_ORDER + 4
-NSCR: Final = SCR_ORDER + 5
+SCR_POS: Final = SCR_ORDER + 5
+NSCR: Final = SCR_ORDER + 6
 
 # ---- stop reasons -----------------------------------------------------------------------------
 R_LIMIT: Final = 0
@@ -656,9 +667,8 @@ def run(
                     steady = True
                     c0 = c
                 else:
-                    # open a window if the ready threads are in steady issue: simulated on their
-                    # next-issue cycles, two periods of the issue rule pick every ready thread once
-                    # per period, at the same offsets (then every later period repeats them)
+                    # open a window if the ready threads are in steady issue: every ready thread
+                    # issues once in the first period (see "Steady issue" in the module docstring)
                     nf = 0
                     for q in range(nthreads):
                         u = rr + 1 + q
@@ -667,44 +677,60 @@ def run(
                         if th[u, T_RUN] == RUN_READY:
                             scratch[nf, SCR_READY] = u
                             scratch[nf, SCR_NEXT] = th[u, T_NEXT]
-                            scratch[nf, SCR_SEEN] = 0
                             nf += 1
                     per = nf if nf > REVOLVER_CYCLES else REVOLVER_CYCLES
                     steady = nf > 0
                     c0 = c
-                    m = 0
-                    pos = -1  # ready-list position of the last issuer (the list starts after it)
-                    y = c0
-                    while steady and y < c0 + 2 * per:
-                        pick = -1
+                    if steady:
+                        # simulate the issue rule for one period
                         for q in range(nf):
-                            p = pos + 1 + q
-                            if p >= nf:
-                                p -= nf
-                            if scratch[p, SCR_NEXT] <= y:
-                                pick = p
-                                break
-                        if pick >= 0:
-                            scratch[pick, SCR_NEXT] = y + REVOLVER_CYCLES
-                            pos = pick
-                            if y < c0 + per:
+                            scratch[q, SCR_SEEN] = 0
+                        m = 0
+                        pos = -1  # ready-list position of the last issuer (the list starts after it)
+                        y = c0
+                        while y < c0 + per:
+                            pick = -1
+                            for q in range(nf):
+                                p = pos + 1 + q
+                                if p >= nf:
+                                    p -= nf
+                                if scratch[p, SCR_NEXT] <= y:
+                                    pick = p
+                                    break
+                            if pick < 0:
+                                if nf >= REVOLVER_CYCLES:
+                                    steady = False  # an idle cycle: some thread misses the period
+                                    break
+                            else:
                                 if scratch[pick, SCR_SEEN] != 0:
                                     steady = False  # twice in one period
-                                else:
-                                    scratch[pick, SCR_SEEN] = 1
-                                    scratch[m, SCR_ORDER] = scratch[pick, SCR_READY]
-                                    scratch[m, SCR_OFF] = y - c0
-                            elif (
-                                m < nf
-                                or m - nf >= nf
-                                or scratch[m - nf, SCR_ORDER] != scratch[pick, SCR_READY]
-                                or scratch[m - nf, SCR_OFF] != y - c0 - per
-                            ):
-                                steady = False
-                            m += 1
-                        y += 1
-                    if m != 2 * nf:
-                        steady = False
+                                    break
+                                scratch[pick, SCR_NEXT] = y + REVOLVER_CYCLES
+                                scratch[pick, SCR_SEEN] = y - c0 + 1
+                                scratch[m, SCR_ORDER] = scratch[pick, SCR_READY]
+                                scratch[m, SCR_OFF] = y - c0
+                                scratch[m, SCR_POS] = pick
+                                pos = pick
+                                m += 1
+                            y += 1
+                        steady = steady and m == nf
+                    if steady and nf > REVOLVER_CYCLES:
+                        # the second period repeats the first unless a thread ready at some turn
+                        # sits, in round-robin order, between the previous issuer and that turn's
+                        for j in range(nf):
+                            p = scratch[nf - 1 if j == 0 else j - 1, SCR_POS] + 1
+                            b = scratch[j, SCR_POS]
+                            while steady:
+                                if p >= nf:
+                                    p -= nf
+                                if p == b:
+                                    break
+                                o = scratch[p, SCR_SEEN] - 1
+                                if o > j and o <= nf + j - REVOLVER_CYCLES:
+                                    steady = False
+                                p += 1
+                            if not steady:
+                                break
                 fe = c0 + rounds * per
                 if steady:
                     # a thread whose first slot cannot issue ends the window there
