@@ -117,7 +117,8 @@ def test_windows_issue_what_cycle_by_cycle_issue_does(
     for w in words:
         asm.raw(w)
     windowed, stepped = _machines(asm, seed, 16, ready)
-    _compare(windowed, stepped, cycles, 3000, chunk)
+    # room for a whole window of 16 threads (16 * WINDOW_ROUNDS slots) under the bound
+    _compare(windowed, stepped, cycles, 5000, chunk)
 
 
 def _program(text: str) -> Asm:
@@ -184,3 +185,62 @@ def test_programs_run_the_same_in_windows_and_step_by_step(program: str) -> None
         assert int(windowed.dv[I.D_INSTR]) == threads * (loop + boot) - 1
         if threads == 1:  # one thread issues once every 11 cycles
             assert int(windowed.dv[I.D_LAST]) == 11 * (loop + 1 - 1)
+
+
+def _issues(nexts: list[int], c0: int, cycles: int) -> list[tuple[int, int]]:
+    """The issue rule on ready-list positions (round-robin after the last issuer, a thread at
+    most once every REVOLVER_CYCLES): (cycle, position) of every issue in ``cycles`` cycles."""
+    nx, pos, out = list(nexts), -1, []
+    for y in range(c0, c0 + cycles):
+        n = len(nx)
+        pick = next((p % n for p in range(pos + 1, pos + 1 + n) if nx[p % n] <= y), None)
+        if pick is not None:
+            nx[pick], pos = y + I.REVOLVER_CYCLES, pick
+            out.append((y, pick))
+    return out
+
+
+def _steady(nexts: list[int], c0: int) -> bool:
+    """Every thread issues once per period and every period repeats the first (six checked)."""
+    per = max(len(nexts), I.REVOLVER_CYCLES)
+    issues = _issues(nexts, c0, 6 * per)
+    first = [(y - c0, p) for y, p in issues if y < c0 + per]
+    return len(first) == len(nexts) and all(
+        [(y - c0 - k * per, p) for y, p in issues if c0 + k * per <= y < c0 + (k + 1) * per]
+        == first
+        for k in range(1, 6)
+    )
+
+
+def test_steady_issue_is_recognised_exactly() -> None:
+    """States of 12-16 ready threads whose first period has no idle cycle but that are not in
+    round-robin order: some are steady, some issue a thread twice in the first period, some
+    repeat the first period differently. Windows must open exactly when the issue rule is
+    periodic (else they would run threads at wrong cycles)."""
+    asm = _program(COMPUTE.format(last=0).replace("jeq id, 0, go\n        boot id, 1\n", ""))
+    rng = np.random.default_rng(7)
+    c0 = 40
+    kinds = {True: 0, False: 0}
+    tried = 0
+    while min(kinds.values()) < 12:
+        tried += 1
+        n = int(rng.integers(12, 17))
+        nexts = [c0 + int(v) for v in rng.integers(-14, 16, size=n)]
+        full = len(_issues(nexts, c0, n)) == n  # no idle cycle in the first period
+        if not full or all(nexts[p] <= c0 + p for p in range(n)):
+            continue  # only the cases that need more than the round-robin test
+        steady = _steady(nexts, c0)
+        if kinds[steady] >= 12:
+            continue
+        kinds[steady] += 1
+        windowed, stepped = (Machine(asm, threads=16, jit=True) for _ in range(2))
+        for m in (windowed, stepped):
+            m.th[:, I.T_RUN] = I.RUN_STOPPED
+            m.th[:n, I.T_RUN] = I.RUN_READY
+            m.th[:n, I.T_PC] = 2  # the loop's moves
+            m.th[:n, I.T_NEXT] = nexts  # the ready list starts after thread 15 (D_RR)
+            m.dv[I.D_RR] = 15
+            m.dv[I.D_CYCLE] = c0
+        # no instruction bound: a window needs room for all its slots (n * 256 > 3000)
+        _compare(windowed, stepped, c0 + 400, 100_000)
+    assert tried < 20_000
