@@ -263,7 +263,8 @@ D_DMA_BYTES: Final = 24  # bytes moved by them
 D_ROUNDS: Final = 25  # slots per thread of the next window (0: not set yet)
 D_AGAIN: Final = 26  # 1: the issue pattern of the last window (in the work array) goes on
 D_WNF: Final = 27  # the number of threads of that pattern
-ND: Final = 28
+D_SPEC: Final = 28  # 1: a speculative run, MRAM writes go through Python (which can undo them)
+ND: Final = 29
 
 BIG: Final = 1 << 62
 
@@ -686,7 +687,9 @@ def run(
                         for q in range(nf):
                             scratch[q, SCR_SEEN] = 0
                         m = 0
-                        pos = -1  # ready-list position of the last issuer (the list starts after it)
+                        pos = (
+                            -1
+                        )  # ready-list position of the last issuer (the list starts after it)
                         y = c0
                         while y < c0 + per:
                             pick = -1
@@ -1509,8 +1512,8 @@ def serve_dma(
 ) -> bool:
     """Copy the bytes of the transfers due now, in thread order, while their MRAM pages are
     in ``pmap`` (``2 * index + writable`` into ``pages``, or ``PM_ZERO``); False when one
-    needs Python (an unknown page, a write into a page not privately held, ``ldmai``), which
-    then serves it and the transfers after it."""
+    needs Python (an unknown page, a write into a page not privately held, any MRAM write of a
+    speculative run, ``ldmai``), which then serves it and the transfers after it."""
     c = dv[D_CYCLE]
     nxt = BIG
     for t in range(dv[D_NTHREADS]):
@@ -1529,7 +1532,7 @@ def serve_dma(
         size = dma[t, 3]
         for p in range(maddr >> PAGE_SHIFT, ((maddr + size - 1) >> PAGE_SHIFT) + 1):
             e = pmap[p]
-            if e == PM_UNKNOWN or (kind == DMA_SDMA and (e < 0 or (e & 1) == 0)):
+            if e == PM_UNKNOWN or (kind == DMA_SDMA and (e < 0 or (e & 1) == 0 or dv[D_SPEC] != 0)):
                 return False
         pos = 0
         while pos < size:

@@ -8,6 +8,15 @@ cannot react before ``E + COMPLETION_POLL_LATENCY_PS``, so the others stop there
 DPUs advance in chunks of at most that length. Whatever the host then reads or writes, it
 sees every DPU exactly at that instant. The scheduler is a single kernel event, re-armed at
 the horizon; DPU ends and faults become kernel events at their exact times.
+
+Speculation. When the horizon is far, one call of the loop per chunk costs more than the
+chunks need (each call cuts the DPUs' windows, and on several threads every call is a hand-over
+to the workers). The scheduler then checkpoints every running DPU (its arrays and WRAM; its
+MRAM and IRAM writes go through Python, which logs what they overwrite), runs them all to the
+horizon in one call, and finds where the chunks would have stopped: at the first end or fault
+plus the polling latency. The DPUs that issued past that point go back to their checkpoint and
+run again to it, which repeats the same instructions (a DPU's run depends only on its own state
+until the host acts). Ends are reported in the order the chunks would have reported them.
 """
 
 from __future__ import annotations
@@ -212,6 +221,13 @@ class IsaRunner(DpuRunner):
         self.pmap_pages: dict[int, Any] = {}
         self.trace: collections.deque[tuple[int, int, int, str]] | None = None
         self._run = I.get_run(False)
+        #: the state at the start of a speculative run (see :meth:`IsaScheduler._speculate`)
+        self._saved: tuple[npt.NDArray[Any], ...] = ()
+        self._saved_code = self.code
+        #: while speculating, what the run wrote outside that state: (in IRAM, address, old bytes)
+        self._undo: list[tuple[bool, int, npt.NDArray[np.uint8]]] | None = None
+        #: while speculating, the times of the transfers Python served
+        self.spec_dmas: list[int] = []
 
     # -- DpuRunner ------------------------------------------------------------------------------
     def live_threads(self) -> int:
@@ -350,6 +366,46 @@ class IsaRunner(DpuRunner):
             return
         self.trace.append((*key, describe_instruction(self.program, key[2])))
 
+    # -- speculation ----------------------------------------------------------------------------
+    def _state(self) -> tuple[npt.NDArray[Any], ...]:
+        return (self.regs, self.th, self.dv, self.atomic, self.dma, self.scratch, self.dpu.wram)
+
+    def checkpoint(self) -> None:
+        """Copy what a run may change (registers, threads, DPU scalars, atomic bits, DMA
+        engine, work array, WRAM, instruction rows) and log its MRAM and IRAM writes from now
+        on, so that :meth:`rollback` can bring the DPU back here."""
+        state = self._state()
+        if len(self._saved) != len(state) or any(
+            a.shape != b.shape for a, b in zip(self._saved, state, strict=True)
+        ):
+            self._saved = tuple(np.empty_like(a) for a in state)
+        for saved, live in zip(self._saved, state, strict=True):
+            np.copyto(saved, live)
+        self._saved_code = self.code
+        self._undo = []
+        self.spec_dmas = []
+        self.dv[I.D_SPEC] = 1  # the loop leaves MRAM writes to Python, which logs them
+
+    def commit(self) -> None:
+        """Keep what ran since :meth:`checkpoint`."""
+        self._undo = None
+        self.dv[I.D_SPEC] = 0
+
+    def rollback(self) -> None:
+        """Undo everything since :meth:`checkpoint` (the DPU is running again)."""
+        assert self._undo is not None
+        for saved, live in zip(self._saved, self._state(), strict=True):
+            np.copyto(live, saved)
+        dpu = self.dpu
+        for in_iram, address, old in reversed(self._undo):
+            if in_iram:
+                dpu.iram[address : address + len(old)] = old
+            else:
+                dpu.mram.write(address, old)
+        self.code = self._saved_code
+        self._undo = None
+        self.active = True
+
     # -- DMA ------------------------------------------------------------------------------------
     def _dma_request(self) -> None:
         I.dma_request(self.th, self.dv, self.dma)
@@ -366,11 +422,16 @@ class IsaRunner(DpuRunner):
                 nxt = min(nxt, due)
                 continue
             kind, waddr, maddr, size = (int(v) for v in self.dma[t])
+            undo = self._undo
             if kind == I.DMA_LDMA:
                 dpu.wram[waddr : waddr + size] = dpu.mram.read(maddr, size)
             elif kind == I.DMA_SDMA:
+                if undo is not None:
+                    undo.append((False, maddr, dpu.mram.read(maddr, size)))
                 dpu.mram.write(maddr, dpu.wram[waddr : waddr + size].copy())
             else:
+                if undo is not None:
+                    undo.append((True, waddr, dpu.iram[waddr : waddr + size].copy()))
                 self._load_iram(waddr, dpu.mram.read(maddr, size))
             self.th[t, I.T_RUN] = I.RUN_READY
         self.dv[I.D_DMA_MIN] = nxt
@@ -480,6 +541,9 @@ class IsaScheduler:
         self._sel = np.zeros(0, np.int64)
         # MramBank.epoch (and page-list generation) when every page map was last checked
         self._checked: tuple[int, int] = (-1, -1)
+        #: speculative scheduler events, and DPUs they sent back to their checkpoint
+        self.speculations = 0
+        self.rollbacks = 0
 
     def add(self, runner: IsaRunner) -> None:
         """A DPU booted at the current time."""
@@ -597,6 +661,8 @@ class IsaScheduler:
     def _python_dma(self, r: IsaRunner) -> None:
         """Serve the due transfers in Python, then give the loop their pages."""
         c = int(r.dv[I.D_CYCLE])
+        if r._undo is not None:
+            r.spec_dmas.append(r.time_of(c))
         spans = [
             (int(r.dma[t, 2]), int(r.dma[t, 3]))
             for t in range(r.nr_threads)
@@ -625,29 +691,33 @@ class IsaScheduler:
             sel = np.fromiter((slots[r] for r in active), np.int64, len(active))
             if active is self.runners:
                 self._sel = sel
-        reasons = np.zeros(len(active), np.int64)
-        if not self._call(sel, until_ps, reasons):
-            return []
         ended: list[tuple[int, _Outcome]] = []
-        again: list[int] = []
-        for j in np.flatnonzero(reasons).tolist():
-            r = active[j]
-            reason = int(reasons[j])
-            if reason == I.R_DMA_DUE:
-                self._python_dma(r)
-                self._set_code(r)
-                again.append(j)
-                continue
-            r.active = False
-            self._version += 1
-            if reason == I.R_END:
-                ended.append((j, _Outcome(r.time_of(int(r.dv[I.D_END])), False)))
-            else:
-                ended.append((j, r._fault()))
-        if again:
-            for i, out in self._advance_all([active[j] for j in again], until_ps):
-                ended.append((again[i], out))
-        return ended
+        todo = list(range(len(active)))  # the indices in ``active`` of ``sel``
+        while True:
+            reasons = np.zeros(len(sel), np.int64)
+            if not self._call(sel, until_ps, reasons):
+                return ended
+            # a DPU that needed Python for a transfer goes on in another pass
+            again: list[int] = []
+            for i in np.flatnonzero(reasons).tolist():
+                j = todo[i]
+                r = active[j]
+                reason = int(reasons[i])
+                if reason == I.R_DMA_DUE:
+                    self._python_dma(r)
+                    self._set_code(r)
+                    again.append(j)
+                    continue
+                r.active = False
+                self._version += 1
+                if reason == I.R_END:
+                    ended.append((j, _Outcome(r.time_of(int(r.dv[I.D_END])), False)))
+                else:
+                    ended.append((j, r._fault()))
+            if not again:
+                return ended
+            todo = again
+            sel = np.fromiter((self._slots[active[j]] for j in todo), np.int64, len(todo))
 
     def _call(
         self, sel: npt.NDArray[np.int64], until_ps: int, reasons: npt.NDArray[np.int64]
@@ -667,6 +737,56 @@ class IsaScheduler:
             self._run_parallel = I.get_run_dpus_parallel()
         with _PARALLEL_LOCK:
             return int(self._run_parallel(*args, sel, until_ps, reasons, parts))
+
+    def _speculate(self, active: list[IsaRunner], now: int, target: int) -> int:
+        """What the chunks below do from ``now`` to ``target``, in one call of the loop: every
+        DPU runs to ``target`` from a checkpoint; the chunks would have stopped at the first end
+        or fault plus the polling latency, so the DPUs that issued past that point go back to
+        their checkpoint and run again to it. Ends are reported in the chunks' order. Returns
+        where the DPUs stopped."""
+        poll = timing.COMPLETION_POLL_LATENCY_PS
+        self.speculations += 1
+        for r in active:
+            r.checkpoint()
+        ended = self._advance_all(active, target)
+        stop = min([target, *(out.time_ps + poll for _, out in ended)])
+        kept: list[tuple[int, int, int, _Outcome]] = []
+        redo: list[IsaRunner] = []
+        finished = set()
+        for j, out in ended:
+            r = active[j]
+            finished.add(j)
+            issued = out.time_ps if out.fault else r.time_of(int(r.dv[I.D_LAST]))
+            if issued < stop:
+                # the chunk that would have seen it end, and the passes of that chunk's loop
+                # calls before it (one more after each transfer Python served)
+                chunk = (issued - now) // poll
+                passes = sum(1 for d in r.spec_dmas if (d - now) // poll == chunk)
+                kept.append((chunk, passes, j, out))
+            else:
+                redo.append(r)
+        if stop < target:
+            redo.extend(r for j, r in enumerate(active) if j not in finished)
+        again = {id(r) for r in redo}
+        for r in active:
+            if id(r) not in again:
+                r.commit()
+        if redo:
+            self.rollbacks += len(redo)
+            for r in redo:
+                r.rollback()
+                self._check_pages(r)
+                self._set_code(r)
+            self._version += 1
+            # the same instructions again, now to ``stop``: none of these DPUs issued an
+            # instruction that ends its run before ``stop``, so none ends
+            if self._advance_all(redo, stop):
+                raise AssertionError("a DPU replayed from its checkpoint ran differently")
+        k = self.kernel
+        for _, _, j, out in sorted(kept, key=lambda e: e[:3]):
+            r = active[j]
+            k.call_at(out.time_ps, r.report, (r.run_id, out), r.dpu.actor)
+        return stop
 
     def _fire(self, _: Any) -> None:
         self.entry = None
@@ -693,6 +813,13 @@ class IsaScheduler:
                 self.entry = k.call_at(now + 1, self._fire, None, _SCHEDULER_ACTOR, 0)
             return
         poll = timing.COMPLETION_POLL_LATENCY_PS
+        if len(active) > 1 and self._batched():
+            target = min(horizon, now + poll * _MAX_CHUNKS)
+            if target - now >= poll * _SPECULATE_CHUNKS:
+                t = self._speculate(active, now, target)
+                if self._active():
+                    self.entry = k.call_at(t, self._fire, None, _SCHEDULER_ACTOR, PRIO_LATE)
+                return
         t = now
         chunks = 0
         while active and t < horizon and chunks < _MAX_CHUNKS:
@@ -712,6 +839,9 @@ class IsaScheduler:
             self.entry = k.call_at(t, self._fire, None, _SCHEDULER_ACTOR, PRIO_LATE)
 
 
+#: a scheduler event speculates (see IsaScheduler._speculate) when the DPUs may run at least
+#: this many polling latencies ahead
+_SPECULATE_CHUNKS = 8
 #: fewer DPUs than this per thread are not worth a thread
 _MIN_DPUS_PER_THREAD = 16
 #: one batch split over numba's worker threads at a time (numba's "workqueue" threading layer,

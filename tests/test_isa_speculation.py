@@ -1,0 +1,210 @@
+"""Speculative scheduler events: the running DPUs advance far ahead in one call of the loop and
+the ones that ran past the point where the host could first react (an end or a fault plus the
+polling latency) go back to a checkpoint. Everything the host sees must be what chunks of one
+polling latency give: values written by the DPUs (WRAM and MRAM), DPU run times, faults, the
+times at which the host reacts, and the trace, on both backends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import aiopim
+from aiopim import DpuError, timing
+from aiopim.isa import _runner, assemble
+
+THREADS = 4
+#: a DPU whose iterations word has this bit faults (``fault 3``) instead of stopping
+FAULT_BIT = 1 << 31
+
+#: each thread counts its polls of ``flag`` (at most ``iterations`` of them), writes the count
+#: to WRAM and by DMA to slot ``count % 1024`` of its MRAM trail at every poll (a DPU rolled
+#: back must not leave later counts there), then stores it in ``counts``
+PROGRAM = """
+        .set NR_TASKLETS, 4
+        .text
+        .globl __bootstrap
+__bootstrap:
+        jeq id, NR_TASKLETS - 1, work
+        boot id, 1
+work:
+        lw r1, zero, iterations
+        lsl r9, r1, 1
+        lsr r9, r9, 1               // without the fault bit
+        move r2, 0
+        lsl r5, id, 3
+        add r6, r5, buffer          // this thread's 8 bytes of WRAM
+        lsl r7, id, 13
+        add r7, r7, trail           // and its 1024 slots of MRAM
+loop:
+        lw r3, zero, flag
+        add r2, r2, 1
+        sw r6, 0, r2
+        and r11, r2, 1023
+        lsl r11, r11, 3
+        add r11, r11, r7
+        sdma r6, r11, 0
+        jnz r3, done
+        add r9, r9, -1, nz, loop
+done:
+        lsl r8, id, 2
+        sw r8, counts, r2
+        lsr r10, r1, 31
+        jnz r10, broken
+        stop
+broken:
+        fault 3
+
+        .section .data.__sys_host
+        .balign 8
+        .globl buffer
+buffer:
+        .zero NR_TASKLETS * 8
+        .globl iterations
+iterations:
+        .quad 0
+        .globl flag
+flag:
+        .quad 0
+        .globl counts
+counts:
+        .zero NR_TASKLETS * 4
+
+        .section .mram.noinit
+        .balign 8
+        .globl trail
+trail:
+        .space NR_TASKLETS * 8192
+"""
+
+
+@pytest.fixture(scope="module")
+def binary() -> aiopim.DpuProgram:
+    return aiopim.load_elf(assemble(PROGRAM, "v1B"), name="speculation")
+
+
+def _run(
+    binary: aiopim.DpuProgram, iterations: list[list[int]], backend: str, speculate: bool
+) -> tuple[dict[str, Any], tuple[int, int]]:
+    """Rank 0's DPUs count ``iterations`` polls (some fault at their end); the host then sets
+    ``flag`` on rank 1 (still running) with a parallel transfer, as soon as rank 0 is done.
+    What the host saw, and (speculative events, DPUs sent back to their checkpoint)."""
+    nr_ranks = len(iterations)
+    nr = len(iterations[0])
+    machine = aiopim.MachineConfig(nr_ranks=nr_ranks, nr_dpus_per_rank=nr)
+    old = _runner._SPECULATE_CHUNKS
+    _runner._SPECULATE_CHUNKS = 8 if speculate else 1 << 40
+    seen: dict[str, Any] = {}
+
+    async def main() -> None:
+        dpus = await aiopim.DpuSet.alloc(nr_ranks=nr_ranks)
+        await dpus.load(binary)
+        ranks = dpus.ranks
+        for rank, its in zip(ranks, iterations, strict=True):
+            await rank.copy_to("iterations", [np.array([n, 0], np.uint32) for n in its])
+        for rank in ranks:
+            await rank.launch(wait=False)
+        try:
+            await ranks[0].sync()
+        except DpuError as exc:
+            seen["error"] = exc.code.name
+        seen["reacted"] = round(aiopim.now() * 1e12)
+        # what rank 1's DPUs wrote to WRAM up to now, read while they run
+        seen["buffer_now"] = (
+            await ranks[1].copy_from("buffer", np.uint32, 2 * THREADS, parallel=True)
+        ).tolist()
+        await ranks[1].copy_to("flag", np.array([1, 0], np.uint32), parallel=True)
+        for rank in ranks[1:]:
+            await rank.sync()
+        seen["counts"] = (await dpus.copy_from("counts", np.uint32, THREADS)).tolist()
+        seen["trail"] = (await dpus.copy_from("trail", np.uint32, 2048 * THREADS)).tolist()
+        seen["runs"] = [d.last_run_ps for d in dpus.dpu_list]
+        seen["ends"] = [d.boot_time + d.last_run_ps for d in dpus.dpu_list]
+        seen["faults"] = [None if f is None else f.time_ps for f in dpus.faults]
+        seen["end"] = round(aiopim.now() * 1e12)
+
+    try:
+        emu = aiopim.Emulator(machine)
+        emu.run(main, backend=backend)
+    finally:
+        _runner._SPECULATE_CHUNKS = old
+    seen["trace"] = emu.recorder.to_jsonl() if emu.recorder is not None else None
+    scheduler = emu.kernel.services["isa"]
+    assert isinstance(scheduler, _runner.IsaScheduler)
+    stats = (scheduler.speculations, scheduler.rollbacks)
+    assert (stats[0] > 0) == speculate
+    return seen, stats
+
+
+@pytest.mark.parametrize(
+    ("backend", "jit"),
+    [("asyncio", True), ("trio", True), ("trio", False)],  # the pure-Python loop on one backend
+    ids=["asyncio-jit", "trio-jit", "trio-python"],
+)
+def test_a_rank_ending_early_rolls_the_others_back(
+    binary: aiopim.DpuProgram, backend: str, jit: bool
+) -> None:
+    _runner.set_jit(jit)
+    try:
+        _rolls_back(binary, backend)
+    finally:
+        _runner.set_jit(None)
+
+
+def _rolls_back(binary: aiopim.DpuProgram, backend: str) -> None:
+    # rank 0's DPUs end at different times; rank 1 runs until the host sets its flag
+    iterations = [[150, 20, 450, 60], [1 << 20] * 4]
+    lockstep, _ = _run(binary, iterations, backend, speculate=False)
+    seen, (_, rollbacks) = _run(binary, iterations, backend, speculate=True)
+    assert seen == lockstep
+    # every end of rank 0 but the last sent the DPUs still running back once
+    assert rollbacks >= 3 * 4 + 3
+    poll = timing.COMPLETION_POLL_LATENCY_PS
+    assert lockstep["reacted"] == max(lockstep["ends"][:4]) + poll
+    assert lockstep["counts"][:4] == [[n] * THREADS for n in iterations[0]]
+    # rank 1 polled until the flag write, long after rank 0's last end
+    assert all(450 < c < 1 << 20 for row in lockstep["counts"][4:] for c in row)
+    for counts, trail in zip(lockstep["counts"], lockstep["trail"], strict=True):
+        assert [trail[2048 * t + 2 * (c % 1024)] for t, c in enumerate(counts)] == counts
+        # the slots after the last count were never written
+        assert all(trail[2048 * t + 2 * (c % 1024) + 2] == 0 for t, c in enumerate(counts))
+
+
+def test_a_fault_rolls_the_others_back(binary: aiopim.DpuProgram, backend: str) -> None:
+    iterations = [[300, 40 | FAULT_BIT, 5000, 120], [1 << 20] * 4]
+    lockstep, _ = _run(binary, iterations, backend, speculate=False)
+    seen, (_, rollbacks) = _run(binary, iterations, backend, speculate=True)
+    assert seen == lockstep
+    assert rollbacks > 0
+    assert lockstep["error"] == "DPU_ERR_DPU_FAULT"
+    fault = lockstep["faults"][1]
+    assert lockstep["reacted"] == fault + timing.COMPLETION_POLL_LATENCY_PS
+    assert [f is None for f in lockstep["faults"]] == [True, False] + [True] * 6
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    iterations=st.lists(
+        st.integers(1, 3000) | st.integers(1, 400).map(lambda n: n | FAULT_BIT),
+        min_size=3,
+        max_size=3,
+    ),
+    backend=st.sampled_from(["asyncio", "trio"]),
+)
+def test_speculation_changes_nothing_the_host_sees(
+    binary: aiopim.DpuProgram, iterations: list[int], backend: str
+) -> None:
+    runs = [iterations, [1 << 20] * 3]
+    _runner.set_jit(True)
+    try:
+        assert (
+            _run(binary, runs, backend, speculate=True)[0]
+            == _run(binary, runs, backend, speculate=False)[0]
+        )
+    finally:
+        _runner.set_jit(None)
