@@ -264,16 +264,14 @@ D_ROUNDS: Final = 25  # slots per thread of the next window (0: not set yet)
 D_AGAIN: Final = 26  # 1: the issue pattern of the last window (in the work array) goes on
 D_WNF: Final = 27  # the number of threads of that pattern
 D_SPEC: Final = 28  # 1: a speculative run, MRAM writes go through Python (which can undo them)
-ND: Final = 29
+D_CUTTER: Final = 29  # the thread whose slot ended the last window (it runs first in the next)
+ND: Final = 30
 
 BIG: Final = 1 << 62
 
 # ---- windows ----------------------------------------------------------------------------------
 #: most slots of each thread in one window
 WINDOW_ROUNDS: Final = 256
-#: a window that ends (other than by its length) within this many slots of each thread is
-#: followed by as many rounds of cycle-by-cycle issue before the next attempt
-SHORT_WINDOW_ROUNDS: Final = 4
 #: columns of the work array: by thread, its registers (0-23; the others are constants) and
 #: state (SCR_TH...) saved when
 #: it starts in a window; by row, the window's threads in issue order and their offsets in the
@@ -642,14 +640,14 @@ def run(
                         rounds <<= 1
                     cool = 0
                     again = True
-                elif fe - c0 < SHORT_WINDOW_ROUNDS * per:
-                    # windows this short cost more than they save: issue a while cycle by cycle
-                    cool = SHORT_WINDOW_ROUNDS * nthreads
                 else:
-                    cool = nthreads + 1
+                    # cut by a slot that cannot issue in a window: issue that one, then try
+                    # again (with the thread that cut it first)
+                    cool = 1
                 continue
             if ends_window(code, regs, th, atomic, t):
                 fend = True
+                dv[D_CUTTER] = t
                 continue
             c = cs
             s_last = last
@@ -736,14 +734,15 @@ def run(
                                 break
                 fe = c0 + rounds * per
                 if steady:
-                    # a thread whose first slot cannot issue ends the window there
+                    # a thread whose first slot cannot issue ends the window there (the rows
+                    # are in issue order, unless a window put its cutter first)
                     for q in range(nf):
-                        if c0 + scratch[q, SCR_OFF] >= fe:
-                            break
-                        if ends_window(code, regs, th, atomic, scratch[q, SCR_ORDER]):
+                        if c0 + scratch[q, SCR_OFF] < fe and ends_window(
+                            code, regs, th, atomic, scratch[q, SCR_ORDER]
+                        ):
                             fe = c0 + scratch[q, SCR_OFF]
                             fcut = True
-                            break
+                            dv[D_CUTTER] = scratch[q, SCR_ORDER]
                 if fe > cycle_limit:
                     fe = cycle_limit
                 if fe > dma_min:
@@ -753,6 +752,17 @@ def run(
                     and c0 + scratch[0, SCR_OFF] + per < fe
                     and issued + nf * rounds <= max_issue
                 ):
+                    cutter = dv[D_CUTTER]
+                    if scratch[0, SCR_ORDER] != cutter:
+                        # the thread that ended the last window is likely to end this one too:
+                        # run it first, so that the others stop where it does (no re-run)
+                        for q in range(1, nf):
+                            if scratch[q, SCR_ORDER] == cutter:
+                                for col in (SCR_ORDER, SCR_OFF):
+                                    v = scratch[0, col]
+                                    scratch[0, col] = scratch[q, col]
+                                    scratch[q, col] = v
+                                break
                     w_instr = instr
                     w_issued = issued
                     w_last = b_last = last
@@ -1197,6 +1207,7 @@ def run(
                 issued -= 1
                 instr -= 1
                 fend = True
+                dv[D_CUTTER] = t
                 continue
             dv[D_FKIND] = fault
             dv[D_FCODE] = faddr if fault == FK_SOFTWARE else 0
