@@ -53,7 +53,7 @@ def programs(draw: st.DrawFn) -> list[int]:
 
 def _state(m: Machine) -> list[np.ndarray]:
     dv = m.dv.copy()
-    dv[[I.D_ROUNDS, I.D_AGAIN, I.D_WNF]] = 0  # the windows' own bookkeeping
+    dv[[I.D_ROUNDS, I.D_AGAIN, I.D_WNF, I.D_CUTTER]] = 0  # the windows' own bookkeeping
     return [m.regs, m.th, dv, m.atomic, m.wram, m.dma]
 
 
