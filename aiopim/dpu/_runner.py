@@ -194,10 +194,19 @@ class Pipeline:
         heap = self._heap
         q = self.queue
         limit = self.attained + 1e-6
-        while heap and heap[0][0] <= limit:
+        if heap and heap[0][0] <= limit:
             _, _, proc, then, arg = heappop(heap)
             self.n -= 1
-            q.call_soon(then, arg, proc.actor)
+            if not heap or heap[0][0] > limit:
+                q.call_soon(then, arg, proc.actor)
+            else:  # tasklets that finish together: one group entry
+                group: list[tuple[int, int, Callable[[Any], None], Any]] = []
+                q.call_soon_in(group, then, arg, proc.actor)
+                while heap and heap[0][0] <= limit:
+                    _, _, proc, then, arg = heappop(heap)
+                    self.n -= 1
+                    q.call_soon_in(group, then, arg, proc.actor)
+                q.post_group(group)
         self._reschedule()
 
 
@@ -431,15 +440,18 @@ class TaskletRunner(DpuRunner):
             return
         end = start + length
         keep: list[SpinCommand] = []
+        group: list[tuple[int, int, Callable[[Any], None], Any]] = []
+        q = self.queue
         for spin in self.spinners:  # a spinner's tasklet is parked: it cannot have exited
             if spin.watches(start, end):
                 self.pipeline.unspin(spin.mark)
                 proc = spin.proc
                 proc.blocked_on = None
-                self.queue.call_soon(proc.resume, None, proc.actor)
+                q.call_soon_in(group, proc.resume, None, proc.actor)
             else:
                 keep.append(spin)
         self.spinners = keep
+        q.post_group(group)
 
     def blocked(self) -> list[str]:
         return [
