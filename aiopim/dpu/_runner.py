@@ -303,7 +303,7 @@ class MramDmaCommand(Command):
     The bytes move when the transfer completes.
     """
 
-    __slots__ = ("instructions", "mram", "runner", "size", "wram", "write")
+    __slots__ = ("in_use", "instructions", "mram", "runner", "size", "wram", "write")
 
     def __init__(
         self, runner: TaskletRunner, instructions: int, mram: int, wram: int, size: int, write: bool
@@ -314,6 +314,8 @@ class MramDmaCommand(Command):
         self.wram = wram
         self.size = size
         self.write = write
+        #: handed out and not completed yet (a tasklet reuses its command only after that)
+        self.in_use = False
 
     def arm(self, proc: Process) -> None:
         if self.instructions:
@@ -330,6 +332,7 @@ class MramDmaCommand(Command):
         self.runner.dma.submit(self.size, self.write, self._complete, proc)
 
     def _complete(self, proc: Process) -> None:
+        self.in_use = False
         if proc.done:
             return
         dpu = self.runner.dpu

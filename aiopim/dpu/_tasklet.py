@@ -140,6 +140,11 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         self._views: dict[tuple[str, Any, int | None], tuple[int, int, np.dtype[Any]]] = {}
         #: the same for ``view(var)`` (its declared type, all of it), by name
         self._whole: dict[str, tuple[int, int, np.dtype[Any]]] = {}
+        #: checked views of WRAM by (address, dtype, count) of ``view``: each call returns a
+        #: fresh view of one of them (the same bytes, type and shape)
+        self._arrays: dict[tuple[int, Any, int | None], np.ndarray] = {}
+        #: the tasklet's ``mram_read``/``mram_write`` command, reused once it has completed
+        self._dma_command: MramDmaCommand | None = None
         self._polls: dict[tuple[str, str, str], tuple[list[tuple[int, int]], str]] = {}
         #: ``barrier_wait`` commands by barrier name, with the barrier's state (it lives in
         #: ``dpu.persistent``, fixed while a run lasts)
@@ -191,13 +196,21 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         """A NumPy view of WRAM: a ``__host``/WRAM variable, or ``count`` items at an address."""
         if type(where) is int:  # the common case first: an address
             known_dt = _DTYPES.get(dtype) if type(dtype) is type else None
+            if known_dt is not None:
+                cached = self._arrays.get((where, dtype, count))
+                if cached is not None:
+                    return cached.view()
             dt = known_dt if known_dt is not None else np.dtype(dtype)
             end = where + (1 if count is None else count) * dt.itemsize
             if where < 0 or end > len(self.wram) or where % dt.itemsize:
                 raise DpuFault(
                     f"memory fault: WRAM access [{where:#x}, {end:#x}) out of range or unaligned"
                 )
-            return self.wram[where:end].view(dt)
+            array = self.wram[where:end].view(dt)
+            if known_dt is not None and len(self._arrays) < 1024:
+                self._arrays[where, dtype, count] = array
+                return array.view()
+            return array
         if isinstance(where, Var):
             if dtype is np.uint8 and count is None:  # the whole variable as declared
                 known = self._whole.get(where.name)
@@ -287,7 +300,7 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
             return self._flush_then(MramDmaCommand(self.runner, 0, off, wram, size, False))
         n = self._pending  # issued in the same tasklet step: see MramDmaCommand
         self._pending = 0
-        return MramDmaCommand(self.runner, n, off, wram, size, False)
+        return self._dma(n, off, wram, size, False)
 
     def mram_write(self, wram: int, mram: int, size: int) -> Awaitable[None]:
         """``mram_write(from, to, size)``: WRAM → MRAM by DMA (blocks this tasklet)."""
@@ -296,7 +309,23 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
             return self._flush_then(MramDmaCommand(self.runner, 0, off, wram, size, True))
         n = self._pending
         self._pending = 0
-        return MramDmaCommand(self.runner, n, off, wram, size, True)
+        return self._dma(n, off, wram, size, True)
+
+    def _dma(self, instructions: int, mram: int, wram: int, size: int, write: bool) -> Command:
+        """The tasklet's DMA command, reused unless it is still handed out (not completed)."""
+        cmd = self._dma_command
+        if cmd is None or cmd.in_use:
+            cmd = self._dma_command = MramDmaCommand(
+                self.runner, instructions, mram, wram, size, write
+            )
+        else:
+            cmd.instructions = instructions
+            cmd.mram = mram
+            cmd.wram = wram
+            cmd.size = size
+            cmd.write = write
+        cmd.in_use = True
+        return cmd
 
     async def _flush_then(self, command: Command) -> None:
         await self.flush()
