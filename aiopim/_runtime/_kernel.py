@@ -334,9 +334,13 @@ class LocalQueue:
                 ):
                     break
             h = self.slot  # type: ignore[assignment]
-            if h is not None and h[0] == now and (
-                h[1] < PRIO_NORMAL
-                or (h[1] == PRIO_NORMAL and (h[2] < actor or (h[2] == actor and h[3] < seq)))
+            if (
+                h is not None
+                and h[0] == now
+                and (
+                    h[1] < PRIO_NORMAL
+                    or (h[1] == PRIO_NORMAL and (h[2] < actor or (h[2] == actor and h[3] < seq)))
+                )
             ):
                 break
             if kheap:

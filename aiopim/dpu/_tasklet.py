@@ -138,8 +138,8 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         self._addrs: dict[str, int] = {}
         #: WRAM views of variables by (name, dtype, count): (start, end, dtype)
         self._views: dict[tuple[str, Any, int | None], tuple[int, int, np.dtype[Any]]] = {}
-        #: the same for ``view(var)`` (its declared type, all of it), by name
-        self._whole: dict[str, tuple[int, int, np.dtype[Any]]] = {}
+        #: ``view(var)`` (its declared type, all of it) by name: each call returns a fresh view
+        self._whole: dict[str, np.ndarray] = {}
         #: checked views of WRAM by (address, dtype, count) of ``view``: each call returns a
         #: fresh view of one of them (the same bytes, type and shape)
         self._arrays: dict[tuple[int, Any, int | None], np.ndarray] = {}
@@ -213,9 +213,9 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
             return array
         if isinstance(where, Var):
             if dtype is np.uint8 and count is None:  # the whole variable as declared
-                known = self._whole.get(where.name)
-                if known is not None:
-                    return self.wram[known[0] : known[1]].view(known[2])
+                whole = self._whole.get(where.name)
+                if whole is not None:
+                    return whole.view()
             key = (where.name, dtype, count)
             cacheable = True
             try:
@@ -238,7 +238,7 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
             if cacheable:
                 self._views[key] = (addr, end, dt)
                 if dtype is np.uint8 and count is None:
-                    self._whole[where.name] = (addr, end, dt)
+                    self._whole[where.name] = self.wram[addr:end].view(dt)
             return self.wram[addr:end].view(dt)
         else:
             addr = int(where)
