@@ -308,8 +308,8 @@ class LocalQueue:
                 self._post(entry)
 
     def _run_group(self, group: list[tuple[int, int, Callback, Any]]) -> None:
-        """Run the calls of a :meth:`call_soon_all` entry (its first call is due) while no
-        other event precedes the next one; put the rest back with the next call's key."""
+        """Run the calls of a group entry (see :meth:`post_group`; its first call is due) while
+        no other event precedes the next one; put the rest back with the next call's key."""
         k = self.kernel
         now = k.now
         _, _, fn, arg = group.pop()
