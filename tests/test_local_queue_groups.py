@@ -6,6 +6,7 @@ A generated program is run twice on per-DPU queues: once with every call of a gr
 events in the same order at the same times and stop for the host at the same points. The
 key-sum example is then run step by step (every tasklet step and runtime callback, with its
 virtual time and actor) with and without groups, on both backends and in exploration mode.
+Last, the tasklet's cached WRAM views and reused DMA command behave as fresh ones.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pytest
 import wram_fifo_keysum as keysum
+from helpers import emu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -276,3 +279,61 @@ def test_keysum_steps_are_those_of_one_entry_per_call(
         single = _step_log(ranks, per_rank, tasklets, mode, "trio", explore)
     for backend in ("asyncio", "trio"):
         assert _step_log(ranks, per_rank, tasklets, mode, backend, explore) == single
+
+
+def test_views_are_fresh_arrays_over_the_same_bytes() -> None:
+    """``view`` keeps checked views per address and variable, but every call returns an array
+    of its own: reshaping one does not change the next, and all see the same WRAM bytes."""
+    prog = aiopim.Program("views", nr_tasklets=1)
+    buf = prog.wram("buf", np.uint32, 8)
+    seen: list[object] = []
+
+    @prog.main
+    async def main(t: aiopim.Tasklet) -> None:
+        addr = prog.address_of(buf)
+        a = t.view(addr, np.uint32, 8)
+        b = t.view(addr, np.uint32, 8)
+        a.shape = (2, 4)
+        a[1, 0] = 7
+        c = t.view(buf)
+        d = t.view(buf)
+        d.shape = (4, 2)
+        c[5] += 1
+        e = t.view(addr, np.uint32, 8)
+        seen.extend([a is b, b.shape, int(b[4]), c is d, t.view(buf).shape, e.shape, int(e[5])])
+
+    async def host() -> None:
+        dpus = await aiopim.DpuSet.alloc(1)
+        await dpus.load(prog)
+        await dpus.launch()
+
+    emu(ranks=1, dpus=1).run(host)
+    assert seen == [False, (8,), 7, False, (8,), (8,), 1]
+
+
+def test_dma_commands_taken_before_they_are_awaited_move_their_own_bytes() -> None:
+    """A tasklet reuses its DMA command only once the transfer completed: two reads taken
+    before either is awaited each bring their own bytes."""
+    prog = aiopim.Program("dmas", nr_tasklets=2)
+    m = prog.mram("m", np.uint8, 64)
+    buf = prog.wram("buf", np.uint8, 64)
+    got: dict[int, list[int]] = {}
+
+    @prog.main
+    async def main(t: aiopim.Tasklet) -> None:
+        w = prog.address_of(buf) + 32 * t.me()
+        for _ in range(2):  # the second round reuses the completed commands
+            first = t.mram_read(t.mram_address(m, 0), w, 8)
+            second = t.mram_read(t.mram_address(m, 8 + 8 * t.me()), w + 8, 8)
+            await second
+            await first
+        got[t.me()] = [int(x) for x in t.view(w, np.uint8, 16)]
+
+    async def host() -> None:
+        dpus = await aiopim.DpuSet.alloc(1)
+        await dpus.load(prog)
+        await dpus.copy_to("m", np.arange(64, dtype=np.uint8))
+        await dpus.launch()
+
+    emu(ranks=1, dpus=1).run(host)
+    assert got == {0: list(range(16)), 1: [*range(8), *range(16, 24)]}
