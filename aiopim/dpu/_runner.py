@@ -224,6 +224,9 @@ class ComputeCommand(Command):
         self.pipeline.compute(proc, self.instructions)
 
 
+_DMA_COSTS: dict[timing.ChipProfile, dict[int, tuple[int, int]]] = {}
+
+
 class DmaEngine:
     """The DPU's MRAM<->WRAM DMA engine: requests served in order, latencies overlap.
 
@@ -245,8 +248,9 @@ class DmaEngine:
         self.free_at = 0
         self.requests = 0
         self.bytes = 0
-        #: (engine occupancy, latency) in picoseconds by ``2 * size + write``
-        self._costs: dict[int, tuple[int, int]] = {}
+        #: (engine occupancy, latency) in picoseconds by ``2 * size + write``, one table per
+        #: chip for the whole machine
+        self._costs = _DMA_COSTS.setdefault(chip, {})
 
     def submit(self, size: int, write: bool, done: Callable[[Any], None], arg: Any) -> int:
         """Queue a DMA of ``size`` bytes; ``done(arg)`` runs at completion. Returns its time."""
@@ -308,7 +312,7 @@ class MramDmaCommand(Command):
     The bytes move when the transfer completes.
     """
 
-    __slots__ = ("in_use", "instructions", "mram", "runner", "size", "wram", "write")
+    __slots__ = ("instructions", "mram", "runner", "size", "wram", "write")
 
     def __init__(
         self, runner: TaskletRunner, instructions: int, mram: int, wram: int, size: int, write: bool
@@ -319,8 +323,6 @@ class MramDmaCommand(Command):
         self.wram = wram
         self.size = size
         self.write = write
-        #: handed out and not completed yet (a tasklet reuses its command only after that)
-        self.in_use = False
 
     def arm(self, proc: Process) -> None:
         if self.instructions:
@@ -337,7 +339,6 @@ class MramDmaCommand(Command):
         self.runner.dma.submit(self.size, self.write, self._complete, proc)
 
     def _complete(self, proc: Process) -> None:
-        self.in_use = False
         if proc.done:
             return
         dpu = self.runner.dpu

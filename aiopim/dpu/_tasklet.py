@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -59,6 +60,41 @@ class TaskletProgram(Protocol):
     def address_of(self, where: Var | str) -> int: ...
 
     def log_buffer(self) -> LogBuffer | None: ...
+
+
+class _Shared:
+    """What the tasklets of one program on every DPU with one WRAM size look up alike: symbol
+    addresses, checked WRAM views and poll ranges (the layout is fixed once a program is laid
+    out). One copy for the whole machine stays in the processor's caches, where one per
+    tasklet (thousands of DPUs) would not."""
+
+    __slots__ = ("addrs", "polls", "views", "whole")
+
+    def __init__(self) -> None:
+        self.addrs: dict[str, int] = {}
+        self.views: dict[tuple[str, Any, int | None], tuple[int, int, np.dtype[Any]]] = {}
+        self.whole: dict[str, tuple[int, int, np.dtype[Any]]] = {}
+        self.polls: dict[tuple[str, str, str], tuple[list[tuple[int, int]], str]] = {}
+
+
+_SHARED: weakref.WeakKeyDictionary[Any, dict[int, _Shared]] = weakref.WeakKeyDictionary()
+
+#: (address, NumPy scalar type, count) -> (end, dtype) of ``view`` calls that passed the
+#: alignment check; the end is still checked against each DPU's WRAM size
+_CHECKED: dict[tuple[int, Any, int | None], tuple[int, np.dtype[Any]]] = {}
+
+
+def _shared(program: TaskletProgram, wram_size: int) -> _Shared:
+    try:
+        by_size = _SHARED.get(program)
+        if by_size is None:
+            by_size = _SHARED[program] = {}
+    except TypeError:  # not weakly referenceable: the tasklet keeps its own
+        return _Shared()
+    shared = by_size.get(wram_size)
+    if shared is None:
+        shared = by_size[wram_size] = _Shared()
+    return shared
 
 
 def start_tasklets(dpu: Dpu, program: TaskletProgram, main: MainFn) -> None:
@@ -134,18 +170,14 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         self.wram = dpu.wram
         self._wram_size = len(dpu.wram)
         self._mram_size = dpu.chip.mram_size
-        #: DPU addresses of the program's symbols by name (the layout is fixed while it runs)
-        self._addrs: dict[str, int] = {}
+        shared = _shared(program, self._wram_size)
+        #: DPU addresses of the program's symbols by name (the layout is fixed)
+        self._addrs = shared.addrs
         #: WRAM views of variables by (name, dtype, count): (start, end, dtype)
-        self._views: dict[tuple[str, Any, int | None], tuple[int, int, np.dtype[Any]]] = {}
-        #: ``view(var)`` (its declared type, all of it) by name: each call returns a fresh view
-        self._whole: dict[str, np.ndarray] = {}
-        #: checked views of WRAM by (address, dtype, count) of ``view``: each call returns a
-        #: fresh view of one of them (the same bytes, type and shape)
-        self._arrays: dict[tuple[int, Any, int | None], np.ndarray] = {}
-        #: the tasklet's ``mram_read``/``mram_write`` command, reused once it has completed
-        self._dma_command: MramDmaCommand | None = None
-        self._polls: dict[tuple[str, str, str], tuple[list[tuple[int, int]], str]] = {}
+        self._views = shared.views
+        #: the same for ``view(var)`` (its declared type, all of it), by name
+        self._whole = shared.whole
+        self._polls = shared.polls
         #: ``barrier_wait`` commands by barrier name, with the barrier's state (it lives in
         #: ``dpu.persistent``, fixed while a run lasts)
         self._barrier_commands: dict[str, _BarrierCommand] = {}
@@ -197,25 +229,23 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         if type(where) is int:  # the common case first: an address
             known_dt = _DTYPES.get(dtype) if type(dtype) is type else None
             if known_dt is not None:
-                cached = self._arrays.get((where, dtype, count))
-                if cached is not None:
-                    return cached.view()
+                checked = _CHECKED.get((where, dtype, count))
+                if checked is not None and checked[0] <= self._wram_size:
+                    return self.wram[where : checked[0]].view(checked[1])
             dt = known_dt if known_dt is not None else np.dtype(dtype)
             end = where + (1 if count is None else count) * dt.itemsize
             if where < 0 or end > len(self.wram) or where % dt.itemsize:
                 raise DpuFault(
                     f"memory fault: WRAM access [{where:#x}, {end:#x}) out of range or unaligned"
                 )
-            array = self.wram[where:end].view(dt)
-            if known_dt is not None and len(self._arrays) < 1024:
-                self._arrays[where, dtype, count] = array
-                return array.view()
-            return array
+            if known_dt is not None and len(_CHECKED) < 1 << 16:
+                _CHECKED[where, dtype, count] = (end, dt)
+            return self.wram[where:end].view(dt)
         if isinstance(where, Var):
             if dtype is np.uint8 and count is None:  # the whole variable as declared
-                whole = self._whole.get(where.name)
-                if whole is not None:
-                    return whole.view()
+                known = self._whole.get(where.name)
+                if known is not None:
+                    return self.wram[known[0] : known[1]].view(known[2])
             key = (where.name, dtype, count)
             cacheable = True
             try:
@@ -238,7 +268,7 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
             if cacheable:
                 self._views[key] = (addr, end, dt)
                 if dtype is np.uint8 and count is None:
-                    self._whole[where.name] = self.wram[addr:end].view(dt)
+                    self._whole[where.name] = (addr, end, dt)
             return self.wram[addr:end].view(dt)
         else:
             addr = int(where)
@@ -312,20 +342,9 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         return self._dma(n, off, wram, size, True)
 
     def _dma(self, instructions: int, mram: int, wram: int, size: int, write: bool) -> Command:
-        """The tasklet's DMA command, reused unless it is still handed out (not completed)."""
-        cmd = self._dma_command
-        if cmd is None or cmd.in_use:
-            cmd = self._dma_command = MramDmaCommand(
-                self.runner, instructions, mram, wram, size, write
-            )
-        else:
-            cmd.instructions = instructions
-            cmd.mram = mram
-            cmd.wram = wram
-            cmd.size = size
-            cmd.write = write
-        cmd.in_use = True
-        return cmd
+        # a fresh command (not one kept per tasklet: a new object is in the processor's
+        # caches, a kept one of thousands of tasklets is not)
+        return MramDmaCommand(self.runner, instructions, mram, wram, size, write)
 
     async def _flush_then(self, command: Command) -> None:
         await self.flush()
