@@ -152,6 +152,9 @@ _DTYPES: dict[Any, np.dtype[Any]] = {
 }
 
 
+_NO_DEFERRED_DMA: list[int] = []
+
+
 def _no_copy() -> None:
     """Bytes already in place (a DMA whose effect a synchronous runtime call applied)."""
 
@@ -166,7 +169,9 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         self.program = program
         self._id = tasklet_id
         self._pending = 0
-        self._deferred_dma: list[int] = []
+        #: sizes of DMAs issued later (``printf``); the shared empty list is never appended
+        #: to (``printf`` gives the tasklet a list of its own)
+        self._deferred_dma: list[int] = _NO_DEFERRED_DMA
         self.wram = dpu.wram
         self._wram_size = len(dpu.wram)
         self._mram_size = dpu.chip.mram_size
@@ -178,9 +183,6 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         #: the same for ``view(var)`` (its declared type, all of it), by name
         self._whole = shared.whole
         self._polls = shared.polls
-        #: ``barrier_wait`` commands by barrier name, with the barrier's state (it lives in
-        #: ``dpu.persistent``, fixed while a run lasts)
-        self._barrier_commands: dict[str, _BarrierCommand] = {}
 
     async def _run(self, main: MainFn) -> None:
         try:
@@ -376,12 +378,7 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         if self._deferred_dma:
             return self._barrier_after_flush(barrier)
         # one tasklet step: the arrival is counted when the instructions have issued
-        # the tasklet's command for this barrier, used again: it awaits one command at a time
-        cmd = self._barrier_commands.get(barrier.name)
-        if cmd is None:
-            cmd = _BarrierCommand(self.runner.pipeline, 0, self._barrier(barrier))
-            self._barrier_commands[barrier.name] = cmd
-        cmd.instructions = self._pending
+        cmd = _BarrierCommand(self.runner.pipeline, self._pending, self._barrier(barrier))
         self._pending = 0
         return cmd
 
