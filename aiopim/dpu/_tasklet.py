@@ -68,10 +68,11 @@ class _Shared:
     out). One copy for the whole machine stays in the processor's caches, where one per
     tasklet (thousands of DPUs) would not."""
 
-    __slots__ = ("addrs", "polls", "views", "whole")
+    __slots__ = ("addrs", "loops", "polls", "views", "whole")
 
     def __init__(self) -> None:
         self.addrs: dict[str, int] = {}
+        self.loops: dict[tuple[str, str, str], tuple[int, int, int, int, int]] = {}
         self.views: dict[tuple[str, Any, int | None], tuple[int, int, np.dtype[Any]]] = {}
         self.whole: dict[str, tuple[int, int, np.dtype[Any]]] = {}
         self.polls: dict[tuple[str, str, str], tuple[list[tuple[int, int]], str]] = {}
@@ -183,6 +184,7 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         #: the same for ``view(var)`` (its declared type, all of it), by name
         self._whole = shared.whole
         self._polls = shared.polls
+        self._loops = shared.loops
 
     async def _run(self, main: MainFn) -> None:
         try:
