@@ -329,26 +329,23 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
 
     def mram_read(self, mram: int, wram: int, size: int) -> Awaitable[None]:
         """``mram_read(from, to, size)``: MRAM → WRAM by DMA (blocks this tasklet)."""
-        off = self._dma_checks(self._mram_addr(mram), wram, size)
+        off = self._dma_checks(mram if type(mram) is int else self._mram_addr(mram), wram, size)
         if self._deferred_dma:
             return self._flush_then(MramDmaCommand(self.runner, 0, off, wram, size, False))
         n = self._pending  # issued in the same tasklet step: see MramDmaCommand
         self._pending = 0
-        return self._dma(n, off, wram, size, False)
+        # a fresh command (not one kept per tasklet: a new object is in the processor's
+        # caches, a kept one of thousands of tasklets is not)
+        return MramDmaCommand(self.runner, n, off, wram, size, False)
 
     def mram_write(self, wram: int, mram: int, size: int) -> Awaitable[None]:
         """``mram_write(from, to, size)``: WRAM → MRAM by DMA (blocks this tasklet)."""
-        off = self._dma_checks(self._mram_addr(mram), wram, size)
+        off = self._dma_checks(mram if type(mram) is int else self._mram_addr(mram), wram, size)
         if self._deferred_dma:
             return self._flush_then(MramDmaCommand(self.runner, 0, off, wram, size, True))
         n = self._pending
         self._pending = 0
-        return self._dma(n, off, wram, size, True)
-
-    def _dma(self, instructions: int, mram: int, wram: int, size: int, write: bool) -> Command:
-        # a fresh command (not one kept per tasklet: a new object is in the processor's
-        # caches, a kept one of thousands of tasklets is not)
-        return MramDmaCommand(self.runner, instructions, mram, wram, size, write)
+        return MramDmaCommand(self.runner, n, off, wram, size, True)
 
     async def _flush_then(self, command: Command) -> None:
         await self.flush()
