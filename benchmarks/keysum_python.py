@@ -34,10 +34,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: ranks -> (CPU s per rank, kernel events per key) of the runtime before the per-DPU event
-#: queues (commit 1e1f3ca), measured with ``--before`` on the development VM (trio, shared
-#: 2-core machine): used when ``--before`` is not given.
-BEFORE: dict[int, tuple[float, float]] = {1: (2.42, 162.32), 4: (3.02, 162.32), 40: (4.68, 162.32)}
+#: ranks -> (CPU s per rank, kernel events per key) of the runtime before round 3 (commit
+#: d88be10), measured with ``--before`` on the development VM (trio, shared 2-core machine):
+#: used when ``--before`` is not given.
+BEFORE: dict[int, tuple[float, float]] = {1: (1.96, 162.32), 4: (2.49, 162.32), 40: (3.84, 162.32)}
 
 #: one measurement, run in a fresh interpreter with the package under test on sys.path
 _CHILD = r"""
