@@ -13,6 +13,12 @@ python benchmarks/keysum_python.py                      # 1 and 4 ranks
 python benchmarks/keysum_python.py --ranks-list 1,4,40  # the full machine too (minutes)
 python benchmarks/keysum_python.py --quick              # 1 rank only
 python benchmarks/keysum_python.py --before /tmp/old    # side by side with an older checkout
+python benchmarks/keysum_python.py --windows            # what running DPUs ahead would group
+
+``--windows`` logs the time of every event of a 1-rank run (per DPU, and the kernel's own) and
+counts how many events a DPU would run each time it is entered if DPUs could run ahead of each
+other: not at all (the exact order), by at most 1, 2 or 5 µs past the next event of any other
+DPU, or up to the next kernel event.
 """
 
 from __future__ import annotations
@@ -22,15 +28,16 @@ import json
 import os
 import subprocess
 import sys
+from heapq import heapify, heappop, heappush
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: ranks -> (CPU s per rank, kernel events per key) of the runtime before the per-DPU event
-#: queues (commit 1e1f3ca), measured with ``--before`` on the development VM (trio, shared
-#: 2-core machine): used when ``--before`` is not given.
-BEFORE: dict[int, tuple[float, float]] = {1: (2.42, 162.32), 4: (3.02, 162.32), 40: (4.68, 162.32)}
+#: ranks -> (CPU s per rank, kernel events per key) of the runtime before round 3 (commit
+#: d88be10), measured with ``--before`` on the development VM (trio, shared 2-core machine):
+#: used when ``--before`` is not given.
+BEFORE: dict[int, tuple[float, float]] = {1: (1.96, 162.32), 4: (2.49, 162.32), 40: (3.84, 162.32)}
 
 #: one measurement, run in a fresh interpreter with the package under test on sys.path
 _CHILD = r"""
@@ -60,6 +67,119 @@ print(json.dumps({"cpu_s": cpu, "events": r["events"], "dpus": r["dpus"], "ok": 
 """
 
 
+#: one run on ``ranks`` ranks that logs the time of every event, per DPU and for the kernel
+_CHILD_TIMES = r"""
+import functools, importlib.util, json, sys
+root, ranks = sys.argv[1], int(sys.argv[2])
+sys.path.insert(0, root)
+import aiopim
+from aiopim._runtime import _kernel
+from aiopim.dpu import _runner, _tasklet
+path = root + "/examples/wram_fifo_keysum.py"
+spec = importlib.util.spec_from_file_location("wram_fifo_keysum", path)
+example = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = example
+spec.loader.exec_module(example)
+dpu_times, kernel_times, clock, depth = {}, [], [], [0]
+
+def log_dpu(cls, name, dpu_of):
+    fn = getattr(cls, name)
+    def logged(self, arg):
+        dpu = dpu_of(self, arg)
+        if dpu is not None and not depth[0]:  # an event, not a call made by one
+            dpu_times.setdefault(dpu, []).append(clock[0].now)
+        depth[0] += 1
+        try:
+            return fn(self, arg)
+        finally:
+            depth[0] -= 1
+    setattr(cls, name, logged)
+
+log_dpu(_kernel.Process, "resume",
+        lambda p, _: p.actor >> 5 if type(p.kernel) is _kernel.LocalQueue else None)
+log_dpu(_tasklet._BarrierCommand, "_arrive", lambda _, p: p.actor >> 5)
+log_dpu(_runner.MramDmaCommand, "_issue", lambda _, p: p.actor >> 5)
+log_dpu(_runner.MramDmaCommand, "_complete", lambda _, p: p.actor >> 5)
+log_dpu(_runner.Pipeline, "_on_timer", lambda p, _: p._actor >> 5)
+for name in ("call_at", "call_soon"):  # the kernel's own events (host jobs, polls, ...)
+    fn = getattr(_kernel.Kernel, name)
+    def schedule(self, *args, _fn=fn, **kw):
+        args = list(args)
+        i = 1 if _fn.__name__ == "call_at" else 0
+        cb = args[i]
+        def run(arg, _cb=cb):
+            kernel_times.append(clock[0].now)
+            _cb(arg)
+        args[i] = run
+        return _fn(self, *args, **kw)
+    setattr(_kernel.Kernel, name, schedule)
+
+async def main():
+    clock.append(aiopim.current_emulator().kernel)
+    return await example.host(ranks, 0, 16, "all", 0)
+
+r = aiopim.run(main, backend="trio")
+print(json.dumps({"dpus": [sorted(t) for t in dpu_times.values()], "kernel": sorted(kernel_times)}))
+"""
+
+
+def drains(dpus: list[list[int]], kernel: list[int], window: int | None) -> int:
+    """How many times the DPUs' events would be entered if each DPU, once due, ran its events
+    up to the next kernel event and (``window`` not None) no further than ``window`` past the
+    next event of any other DPU. Window 0 is the exact order of today."""
+    heap = [(times[0], d) for d, times in enumerate(dpus) if times]
+    heapify(heap)
+    at = [0] * len(dpus)
+    nk = 0
+    count = 0
+    while heap:
+        t, d = heappop(heap)
+        while nk < len(kernel) and kernel[nk] < t:
+            nk += 1
+        bound = kernel[nk] if nk < len(kernel) else 1 << 62
+        times = dpus[d]
+        i = at[d] + 1
+        if window is None:
+            while i < len(times) and times[i] < bound:
+                i += 1
+        else:
+            other = heap[0][0] + window if heap else 1 << 62
+            while i < len(times) and times[i] <= other and times[i] < bound:
+                i += 1
+        count += 1
+        at[d] = i
+        if i < len(times):
+            heappush(heap, (times[i], d))
+    return count
+
+
+def windows(root: Path, ranks: int) -> None:
+    """Events per entry into a DPU if DPUs ran ahead of each other (see ``drains``)."""
+    env = dict(os.environ, PYTHONPATH=str(root))
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD_TIMES, str(root), str(ranks)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    dpus, kernel = r["dpus"], r["kernel"]
+    events = sum(len(t) for t in dpus)
+    print(f"{events} DPU events and {len(kernel)} kernel events on {ranks} rank(s)")
+    print(f"{'run ahead by at most':>24} {'entries':>8} {'events per entry':>17}")
+    for window, label in [
+        (0, "0 (the exact order)"),
+        (1_000_000, "1 us"),
+        (2_000_000, "2 us"),
+        (5_000_000, "5 us"),
+        (None, "up to the next kernel event"),
+    ]:
+        n = drains(dpus, kernel, window)
+        print(f"{label:>24} {n:>8} {events / n:17.2f}")
+
+
 def measure(root: Path, ranks: int, backend: str) -> dict[str, Any]:
     """One run of the demo on ``ranks`` ranks with the package of checkout ``root``."""
     env = dict(os.environ, PYTHONPATH=str(root))
@@ -85,7 +205,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--before", type=Path, help="a checkout of an older aiopim to measure side by side"
     )
+    parser.add_argument(
+        "--windows",
+        action="store_true",
+        help="only count how many events a DPU would run at a time if it ran ahead (1 rank)",
+    )
     opts = parser.parse_args(argv)
+    if opts.windows:
+        windows(ROOT, 1)
+        return 0
     counts = [1] if opts.quick else [int(x) for x in opts.ranks_list.split(",")]
     print(
         f"{'ranks':>5} {'DPUs':>5} {'CPU s':>8} {'s/rank':>7} {'events':>10} "

@@ -269,6 +269,95 @@ class LocalQueue:
         """:meth:`Kernel.is_last`."""
         return self.kernel.is_last(entry)
 
+    def call_soon_in(
+        self, group: list[tuple[int, int, Callback, Any]], fn: Callback, arg: Any, actor: int
+    ) -> None:
+        """:meth:`call_soon`, its entry kept in ``group`` until :meth:`post_group` puts the
+        group's calls in the heap as one entry (without exploration; with it, at once).
+
+        Each call gets its sequence number here, as :meth:`call_soon` would give it, and runs
+        at its own place among the other events: only heap operations and entries are saved.
+        """
+        k = self.kernel
+        if k._explore is not None:
+            self.call_soon(fn, arg, actor)
+            return
+        k._seq += 1
+        group.append((actor, k._seq, fn, arg))
+
+    def post_group(self, group: list[tuple[int, int, Callback, Any]]) -> None:
+        """Schedule the calls of ``group`` (see :meth:`call_soon_in`) at the current time.
+
+        The group's entry carries the key of its first call (smallest actor, then sequence
+        number) and is put back with the key of the next one whenever another event comes
+        first."""
+        if not group:
+            return
+        if len(group) == 1:
+            actor, seq, fn, arg = group[0]
+            entry: Entry = [self.kernel.now, PRIO_NORMAL, actor, seq, fn, arg]
+        else:
+            # popped from the end: the smallest (actor, sequence) first; both unique per call
+            group.sort(reverse=True)
+            actor, seq = group[-1][:2]
+            entry = [self.kernel.now, PRIO_NORMAL, actor, seq, self._run_group, group]
+        heappush(self._heap, entry)
+        if not self._draining:
+            key = self._key
+            if key is None or entry < key:
+                self._post(entry)
+
+    def _run_group(self, group: list[tuple[int, int, Callback, Any]]) -> None:
+        """Run the calls of a group entry (see :meth:`post_group`; its first call is due) while
+        no other event precedes the next one; put the rest back with the next call's key."""
+        k = self.kernel
+        now = k.now
+        _, _, fn, arg = group.pop()
+        fn(arg)
+        if not group:
+            return
+        heap = self._heap
+        kheap = k._heap
+        pending = k.host_pending
+        n = 0
+        # every other pending event is at ``now`` or later: only those at (now, NORMAL) can
+        # come between two calls of the group, by actor then sequence number
+        while group:
+            actor, seq, fn, arg = group[-1]
+            if pending:
+                break
+            if heap:
+                h = heap[0]
+                if h[0] == now and (
+                    h[1] < PRIO_NORMAL
+                    or (h[1] == PRIO_NORMAL and (h[2] < actor or (h[2] == actor and h[3] < seq)))
+                ):
+                    break
+            h = self.slot  # type: ignore[assignment]
+            if (
+                h is not None
+                and h[0] == now
+                and (
+                    h[1] < PRIO_NORMAL
+                    or (h[1] == PRIO_NORMAL and (h[2] < actor or (h[2] == actor and h[3] < seq)))
+                )
+            ):
+                break
+            if kheap:
+                h = kheap[0]
+                if h[0] == now and (
+                    h[1] < PRIO_NORMAL
+                    or (h[1] == PRIO_NORMAL and (h[2] < actor or (h[2] == actor and h[3] < seq)))
+                ):
+                    break
+            group.pop()
+            n += 1
+            fn(arg)
+        k.events_processed += n
+        if group:
+            actor, seq = group[-1][:2]
+            heappush(heap, [now, PRIO_NORMAL, actor, seq, self._run_group, group])
+
     def set_slot(self, entry: Entry | None) -> None:
         """Make ``entry`` the slot (None: empty it).
 
@@ -480,6 +569,17 @@ class WaitQueue(Command):
         """Resume every waiting process in FIFO order; returns how many."""
         waiters = self.waiters
         n = len(waiters)
+        if n > 1:
+            q = waiters[0].kernel
+            if type(q) is LocalQueue and all(proc.kernel is q for proc in waiters):
+                # the processes of one DPU: one group entry
+                group: list[tuple[int, int, Callback, Any]] = []
+                for proc in waiters:
+                    proc.blocked_on = None
+                    q.call_soon_in(group, proc.resume, value, proc.actor)
+                waiters.clear()
+                q.post_group(group)
+                return n
         while waiters:  # wake_one, inline
             proc = waiters.popleft()
             proc.blocked_on = None

@@ -194,10 +194,19 @@ class Pipeline:
         heap = self._heap
         q = self.queue
         limit = self.attained + 1e-6
-        while heap and heap[0][0] <= limit:
+        if heap and heap[0][0] <= limit:
             _, _, proc, then, arg = heappop(heap)
             self.n -= 1
-            q.call_soon(then, arg, proc.actor)
+            if not heap or heap[0][0] > limit:
+                q.call_soon(then, arg, proc.actor)
+            else:  # tasklets that finish together: one group entry
+                group: list[tuple[int, int, Callable[[Any], None], Any]] = []
+                q.call_soon_in(group, then, arg, proc.actor)
+                while heap and heap[0][0] <= limit:
+                    _, _, proc, then, arg = heappop(heap)
+                    self.n -= 1
+                    q.call_soon_in(group, then, arg, proc.actor)
+                q.post_group(group)
         self._reschedule()
 
 
@@ -213,6 +222,9 @@ class ComputeCommand(Command):
     def arm(self, proc: Process) -> None:
         proc.blocked_on = "compute"
         self.pipeline.compute(proc, self.instructions)
+
+
+_DMA_COSTS: dict[timing.ChipProfile, dict[int, tuple[int, int]]] = {}
 
 
 class DmaEngine:
@@ -236,8 +248,9 @@ class DmaEngine:
         self.free_at = 0
         self.requests = 0
         self.bytes = 0
-        #: (engine occupancy, latency) in picoseconds by ``2 * size + write``
-        self._costs: dict[int, tuple[int, int]] = {}
+        #: (engine occupancy, latency) in picoseconds by ``2 * size + write``, one table per
+        #: chip for the whole machine
+        self._costs = _DMA_COSTS.setdefault(chip, {})
 
     def submit(self, size: int, write: bool, done: Callable[[Any], None], arg: Any) -> int:
         """Queue a DMA of ``size`` bytes; ``done(arg)`` runs at completion. Returns its time."""
@@ -253,7 +266,12 @@ class DmaEngine:
         when = start + cost[1]
         self.requests += 1
         self.bytes += size
-        self.queue.call_at(when, done, arg, self._actor)
+        q = self.queue
+        if q._draining and k._explore is None:  # LocalQueue.call_at(), inline
+            k._seq += 1
+            heappush(q._heap, [when, PRIO_NORMAL, self._actor, k._seq, done, arg])
+        else:
+            q.call_at(when, done, arg, self._actor)
         return when
 
 
@@ -431,15 +449,18 @@ class TaskletRunner(DpuRunner):
             return
         end = start + length
         keep: list[SpinCommand] = []
+        group: list[tuple[int, int, Callable[[Any], None], Any]] = []
+        q = self.queue
         for spin in self.spinners:  # a spinner's tasklet is parked: it cannot have exited
             if spin.watches(start, end):
                 self.pipeline.unspin(spin.mark)
                 proc = spin.proc
                 proc.blocked_on = None
-                self.queue.call_soon(proc.resume, None, proc.actor)
+                q.call_soon_in(group, proc.resume, None, proc.actor)
             else:
                 keep.append(spin)
         self.spinners = keep
+        q.post_group(group)
 
     def blocked(self) -> list[str]:
         return [

@@ -56,7 +56,8 @@ class StdioMixin(TaskletBase):
                 wraps += 1
             state[0] = nxt
             mram.write(base + wp, np.frombuffer(data[k : k + STDOUT_CACHE_SIZE], np.uint8))
-            self._deferred_dma.append(STDOUT_CACHE_SIZE)
+            # a new list: the tasklet's first one is shared (and empty)
+            self._deferred_dma = [*self._deferred_dma, STDOUT_CACHE_SIZE]
         self._pending += timing.PRINTF_INSTRUCTIONS + timing.PRINTF_PER_BYTE_INSTRUCTIONS * len(
             payload
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -61,6 +62,42 @@ class TaskletProgram(Protocol):
     def log_buffer(self) -> LogBuffer | None: ...
 
 
+class _Shared:
+    """What the tasklets of one program on every DPU with one WRAM size look up alike: symbol
+    addresses, checked WRAM views and poll ranges (the layout is fixed once a program is laid
+    out). One copy for the whole machine stays in the processor's caches, where one per
+    tasklet (thousands of DPUs) would not."""
+
+    __slots__ = ("addrs", "loops", "polls", "views", "whole")
+
+    def __init__(self) -> None:
+        self.addrs: dict[str, int] = {}
+        self.loops: dict[tuple[str, str, str], tuple[int, int, int, int, int]] = {}
+        self.views: dict[tuple[str, Any, int | None], tuple[int, int, np.dtype[Any]]] = {}
+        self.whole: dict[str, tuple[int, int, np.dtype[Any]]] = {}
+        self.polls: dict[tuple[str, str, str], tuple[list[tuple[int, int]], str]] = {}
+
+
+_SHARED: weakref.WeakKeyDictionary[Any, dict[int, _Shared]] = weakref.WeakKeyDictionary()
+
+#: (address, NumPy scalar type, count) -> (end, dtype) of ``view`` calls that passed the
+#: alignment check; the end is still checked against each DPU's WRAM size
+_CHECKED: dict[tuple[int, Any, int | None], tuple[int, np.dtype[Any]]] = {}
+
+
+def _shared(program: TaskletProgram, wram_size: int) -> _Shared:
+    try:
+        by_size = _SHARED.get(program)
+        if by_size is None:
+            by_size = _SHARED[program] = {}
+    except TypeError:  # not weakly referenceable: the tasklet keeps its own
+        return _Shared()
+    shared = by_size.get(wram_size)
+    if shared is None:
+        shared = by_size[wram_size] = _Shared()
+    return shared
+
+
 def start_tasklets(dpu: Dpu, program: TaskletProgram, main: MainFn) -> None:
     """Boot: reset the printf state, spawn one :class:`Tasklet` running ``main`` per
     ``NR_TASKLETS``."""
@@ -116,6 +153,9 @@ _DTYPES: dict[Any, np.dtype[Any]] = {
 }
 
 
+_NO_DEFERRED_DMA: list[int] = []
+
+
 def _no_copy() -> None:
     """Bytes already in place (a DMA whose effect a synchronous runtime call applied)."""
 
@@ -130,20 +170,21 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         self.program = program
         self._id = tasklet_id
         self._pending = 0
-        self._deferred_dma: list[int] = []
+        #: sizes of DMAs issued later (``printf``); the shared empty list is never appended
+        #: to (``printf`` gives the tasklet a list of its own)
+        self._deferred_dma: list[int] = _NO_DEFERRED_DMA
         self.wram = dpu.wram
         self._wram_size = len(dpu.wram)
         self._mram_size = dpu.chip.mram_size
-        #: DPU addresses of the program's symbols by name (the layout is fixed while it runs)
-        self._addrs: dict[str, int] = {}
+        shared = _shared(program, self._wram_size)
+        #: DPU addresses of the program's symbols by name (the layout is fixed)
+        self._addrs = shared.addrs
         #: WRAM views of variables by (name, dtype, count): (start, end, dtype)
-        self._views: dict[tuple[str, Any, int | None], tuple[int, int, np.dtype[Any]]] = {}
+        self._views = shared.views
         #: the same for ``view(var)`` (its declared type, all of it), by name
-        self._whole: dict[str, tuple[int, int, np.dtype[Any]]] = {}
-        self._polls: dict[tuple[str, str, str], tuple[list[tuple[int, int]], str]] = {}
-        #: ``barrier_wait`` commands by barrier name, with the barrier's state (it lives in
-        #: ``dpu.persistent``, fixed while a run lasts)
-        self._barrier_commands: dict[str, _BarrierCommand] = {}
+        self._whole = shared.whole
+        self._polls = shared.polls
+        self._loops = shared.loops
 
     async def _run(self, main: MainFn) -> None:
         try:
@@ -191,12 +232,18 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         """A NumPy view of WRAM: a ``__host``/WRAM variable, or ``count`` items at an address."""
         if type(where) is int:  # the common case first: an address
             known_dt = _DTYPES.get(dtype) if type(dtype) is type else None
+            if known_dt is not None:
+                checked = _CHECKED.get((where, dtype, count))
+                if checked is not None and checked[0] <= self._wram_size:
+                    return self.wram[where : checked[0]].view(checked[1])
             dt = known_dt if known_dt is not None else np.dtype(dtype)
             end = where + (1 if count is None else count) * dt.itemsize
             if where < 0 or end > len(self.wram) or where % dt.itemsize:
                 raise DpuFault(
                     f"memory fault: WRAM access [{where:#x}, {end:#x}) out of range or unaligned"
                 )
+            if known_dt is not None and len(_CHECKED) < 1 << 16:
+                _CHECKED[where, dtype, count] = (end, dt)
             return self.wram[where:end].view(dt)
         if isinstance(where, Var):
             if dtype is np.uint8 and count is None:  # the whole variable as declared
@@ -282,16 +329,18 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
 
     def mram_read(self, mram: int, wram: int, size: int) -> Awaitable[None]:
         """``mram_read(from, to, size)``: MRAM → WRAM by DMA (blocks this tasklet)."""
-        off = self._dma_checks(self._mram_addr(mram), wram, size)
+        off = self._dma_checks(mram if type(mram) is int else self._mram_addr(mram), wram, size)
         if self._deferred_dma:
             return self._flush_then(MramDmaCommand(self.runner, 0, off, wram, size, False))
         n = self._pending  # issued in the same tasklet step: see MramDmaCommand
         self._pending = 0
+        # a fresh command (not one kept per tasklet: a new object is in the processor's
+        # caches, a kept one of thousands of tasklets is not)
         return MramDmaCommand(self.runner, n, off, wram, size, False)
 
     def mram_write(self, wram: int, mram: int, size: int) -> Awaitable[None]:
         """``mram_write(from, to, size)``: WRAM → MRAM by DMA (blocks this tasklet)."""
-        off = self._dma_checks(self._mram_addr(mram), wram, size)
+        off = self._dma_checks(mram if type(mram) is int else self._mram_addr(mram), wram, size)
         if self._deferred_dma:
             return self._flush_then(MramDmaCommand(self.runner, 0, off, wram, size, True))
         n = self._pending
@@ -328,12 +377,7 @@ class Tasklet(FifoOps, MailboxOps, MramMixin, AllocMixin, StdioMixin, Perfcounte
         if self._deferred_dma:
             return self._barrier_after_flush(barrier)
         # one tasklet step: the arrival is counted when the instructions have issued
-        # the tasklet's command for this barrier, used again: it awaits one command at a time
-        cmd = self._barrier_commands.get(barrier.name)
-        if cmd is None:
-            cmd = _BarrierCommand(self.runner.pipeline, 0, self._barrier(barrier))
-            self._barrier_commands[barrier.name] = cmd
-        cmd.instructions = self._pending
+        cmd = _BarrierCommand(self.runner.pipeline, self._pending, self._barrier(barrier))
         self._pending = 0
         return cmd
 
