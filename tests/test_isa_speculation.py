@@ -89,11 +89,16 @@ def binary() -> aiopim.DpuProgram:
 
 
 def _run(
-    binary: aiopim.DpuProgram, iterations: list[list[int]], backend: str, speculate: bool
+    binary: aiopim.DpuProgram,
+    iterations: list[list[int]],
+    backend: str,
+    speculate: bool,
+    explore: int | None = None,
 ) -> tuple[dict[str, Any], tuple[int, int]]:
     """Rank 0's DPUs count ``iterations`` polls (some fault at their end); the host then sets
     ``flag`` on rank 1 (still running) with a parallel transfer, as soon as rank 0 is done.
-    What the host saw, and (speculative events, DPUs sent back to their checkpoint)."""
+    What the host saw, and (speculative events, DPUs sent back to their checkpoint). With
+    ``explore``, simultaneous events are permuted by that seed."""
     nr_ranks = len(iterations)
     nr = len(iterations[0])
     machine = aiopim.MachineConfig(nr_ranks=nr_ranks, nr_dpus_per_rank=nr)
@@ -129,7 +134,7 @@ def _run(
         seen["end"] = round(aiopim.now() * 1e12)
 
     try:
-        emu = aiopim.Emulator(machine)
+        emu = aiopim.Emulator(machine, seed=explore or 0, explore=explore is not None)
         emu.run(main, backend=backend)
     finally:
         _runner._SPECULATE_CHUNKS = old
@@ -208,3 +213,17 @@ def test_speculation_changes_nothing_the_host_sees(
         )
     finally:
         _runner.set_jit(None)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_exploration_permutes_the_same_events(binary: aiopim.DpuProgram, seed: int) -> None:
+    """Reports are scheduled in the chunks' order, so exploration draws the same keys."""
+    runs = [[150, 20 | FAULT_BIT, 450, 60], [1 << 20] * 4]
+    _runner.set_jit(True)
+    try:
+        lockstep, _ = _run(binary, runs, "trio", speculate=False, explore=seed)
+        seen, (_, rollbacks) = _run(binary, runs, "trio", speculate=True, explore=seed)
+    finally:
+        _runner.set_jit(None)
+    assert rollbacks > 0
+    assert seen == lockstep

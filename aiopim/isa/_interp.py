@@ -75,7 +75,8 @@ from ._semantics import (
     C_ENDIAN,
     C_FAST,
     C_FLAGS,
-    C_JUMP,
+    C_FW0,
+    C_FW1,
     C_MODE,
     C_OP,
     C_PC,
@@ -140,6 +141,13 @@ from ._semantics import (
     FAST_OR,
     FAST_SUB,
     FAST_XOR,
+    FW_AREG,
+    FW_BREG,
+    FW_D,
+    FW_DREG,
+    FW_FLAGS,
+    FW_JUMP,
+    FW_PC,
     JC_LTU,
     JC_NONE,
     JC_NZ,
@@ -380,15 +388,18 @@ def thread_slots(
     while cs < fe:
         if pc < 0 or pc >= nprog:
             break
-        f = code[pc, C_FAST]
+        # the row's fields packed in two words (C_FW0, C_FW1): one cache line per instruction
+        w0 = code[pc, C_FW0]
+        f = w0 & 15
         if f == FAST_NONE:
             break
-        av = code[pc, C_AV]
-        if code[pc, C_AK] == K_REG:
+        w1 = code[pc, C_FW1]
+        av = w1 & M32
+        if (w0 >> FW_AREG) & 1:
             av = regs[t, av]
         if f >= FAST_ADD:
-            bv = code[pc, C_BV]
-            if code[pc, C_BK] == K_REG:
+            bv = (w1 >> 32) & M32
+            if (w0 >> FW_BREG) & 1:
                 bv = regs[t, bv]
             av &= M32
             bv &= M32
@@ -419,7 +430,7 @@ def thread_slots(
                 fs = av + ((~bv) & M32) + cf
                 fx = fs & M32
                 fcy = fs >> 32
-            jc = code[pc, C_JUMP]
+            jc = (w0 >> FW_JUMP) & 7
             taken = False
             if jc != JC_NONE:
                 if jc == JC_TRUE:
@@ -432,23 +443,22 @@ def thread_slots(
                     taken = fcy == 0
                 else:
                     taken = fcy != 0
-            flags = code[pc, C_FLAGS]
-            if flags & 1:
+            if (w0 >> FW_FLAGS) & 1:
                 zf = 1 if fx == 0 else 0
-            if flags & 2:
+            if (w0 >> FW_FLAGS) & 2:
                 cf = fcy
-            if code[pc, C_DK] == DK_REG:
-                regs[t, code[pc, C_D]] = fx
+            if (w0 >> FW_DREG) & 1:
+                regs[t, (w0 >> FW_D) & 63] = fx
             lastpc = pc
             if taken:
-                pc = code[pc, C_PC]
+                pc = w0 >> FW_PC
             else:
                 pc += 1
         elif f == FAST_LW:
-            fa = (av + code[pc, C_BV]) & M32
+            fa = (av + (w1 >> 32)) & M32
             if fa + 4 > wram_size or fa & 3 != 0:
                 break
-            regs[t, code[pc, C_D]] = (
+            regs[t, (w0 >> FW_D) & 63] = (
                 int(wram[fa])
                 | (int(wram[fa + 1]) << 8)
                 | (int(wram[fa + 2]) << 16)
@@ -457,10 +467,10 @@ def thread_slots(
             lastpc = pc
             pc += 1
         elif f == FAST_LD:
-            fa = (av + code[pc, C_BV]) & M32
+            fa = (av + (w1 >> 32)) & M32
             if fa + 8 > wram_size or fa & 7 != 0:
                 break
-            d = code[pc, C_D]
+            d = (w0 >> FW_D) & 63
             regs[t, d] = (
                 int(wram[fa + 4])
                 | (int(wram[fa + 5]) << 8)
@@ -476,30 +486,29 @@ def thread_slots(
             lastpc = pc
             pc += 1
         elif f == FAST_CALL:
-            bv = code[pc, C_BV]
-            if code[pc, C_BK] == K_REG:
+            bv = (w1 >> 32) & M32
+            if (w0 >> FW_BREG) & 1:
                 bv = regs[t, bv]
-            if code[pc, C_DK] == DK_REG:
-                regs[t, code[pc, C_D]] = (pc + 1) & M32
+            if (w0 >> FW_DREG) & 1:
+                regs[t, (w0 >> FW_D) & 63] = (pc + 1) & M32
             lastpc = pc
             pc = (av + bv) & M32
         else:
             # an acquire of a bit already set (a spin on a held lock) changes no state
-            bv = code[pc, C_BV]
-            if code[pc, C_BK] == K_REG:
+            bv = (w1 >> 32) & M32
+            if (w0 >> FW_BREG) & 1:
                 bv = regs[t, bv]
             wv = ((av & M32) + (bv & M32)) & 0xFFFF
             if atomic[((wv >> 8) ^ wv) & 0xFF] == 0:
                 break
-            jc = code[pc, C_JUMP]
-            flags = code[pc, C_FLAGS]
-            if flags & 1:
+            jc = (w0 >> FW_JUMP) & 7
+            if (w0 >> FW_FLAGS) & 1:
                 zf = 0
-            if flags & 2:
+            if (w0 >> FW_FLAGS) & 2:
                 cf = 0
             lastpc = pc
             if jc == JC_TRUE or jc == JC_NZ:
-                pc = code[pc, C_PC]
+                pc = w0 >> FW_PC
             else:
                 pc += 1
         n += 1

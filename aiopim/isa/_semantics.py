@@ -211,7 +211,18 @@ C_STATUS: Final = 16  # DecodeStatus; non-zero = illegal instruction
 C_SIG: Final = 17  # signature index (-1 undecodable)
 C_FAST: Final = 18  # FAST_* kind when the interpreter's fast path runs the row as is, else 0
 C_JUMP: Final = 19  # JC_* jump of a fast row
-NCOL: Final = 20
+C_FW0: Final = 20  # a fast row's fields packed for the fast step (see FW_*): one cache line
+C_FW1: Final = 21  # its operand values: A (low 32 bits) and B (high 32 bits)
+NCOL: Final = 22
+#: bit fields of C_FW0: kind (4 bits), jump (3), flags (2), destination is a register (1),
+#: destination register (6), A and B are registers (1 each); the jump target from bit 32
+FW_JUMP: Final = 4
+FW_FLAGS: Final = 7
+FW_DREG: Final = 9
+FW_D: Final = 10
+FW_AREG: Final = 16
+FW_BREG: Final = 17
+FW_PC: Final = 32
 
 # fast kinds (C_FAST): the forms the interpreter's fast path runs without further checks
 FAST_NONE: Final = 0
@@ -480,6 +491,21 @@ def _fill_fast(code: npt.NDArray[np.int64]) -> None:
     fast[(op == OP_ACQUIRE) & (dk == DK_NONE) & acquire_jump] = FAST_ACQUIRE
     code[:, C_FAST] = fast
     code[:, C_JUMP] = np.where(fast >= FAST_ADD, jump, np.where(fast == FAST_ACQUIRE, jump, 0))
+    m32 = np.int64(0xFFFFFFFF)
+    packed = (
+        fast
+        | code[:, C_JUMP] << FW_JUMP
+        | (flags & 3) << FW_FLAGS
+        | (dk == DK_REG).astype(np.int64) << FW_DREG
+        | (code[:, C_D] & 63) << FW_D
+        | (code[:, C_AK] == K_REG).astype(np.int64) << FW_AREG
+        | (code[:, C_BK] == K_REG).astype(np.int64) << FW_BREG
+        | (code[:, C_PC] & m32) << FW_PC
+    )
+    code[:, C_FW0] = np.where(fast != FAST_NONE, packed, 0)
+    code[:, C_FW1] = np.where(
+        fast != FAST_NONE, (code[:, C_AV] & m32) | (code[:, C_BV] & m32) << 32, 0
+    )
 
 
 def _fill_operands(sig: int, row: npt.NDArray[np.int64], v: npt.NDArray[np.int64]) -> None:
