@@ -19,12 +19,14 @@ from aiopim import DpuError, timing
 from aiopim.isa import _runner, assemble
 
 THREADS = 4
+TRAIL_FILL = 7
 #: a DPU whose iterations word has this bit faults (``fault 3``) instead of stopping
 FAULT_BIT = 1 << 31
 
 #: each thread counts its polls of ``flag`` (at most ``iterations`` of them), writes the count
-#: to WRAM and by DMA to slot ``count % 1024`` of its MRAM trail at every poll (a DPU rolled
-#: back must not leave later counts there), then stores it in ``counts``
+#: to WRAM and by DMA to slot ``count % 1024`` of its MRAM trail at every poll (after reading
+#: that slot: a DPU rolled back must not leave later counts there, even in a page first mapped
+#: by a read), then stores it in ``counts``
 PROGRAM = """
         .set NR_TASKLETS, 4
         .text
@@ -39,6 +41,7 @@ work:
         move r2, 0
         lsl r5, id, 3
         add r6, r5, buffer          // this thread's 8 bytes of WRAM
+        add r12, r5, inbox          // 8 more bytes of WRAM
         lsl r7, id, 13
         add r7, r7, trail           // and its 1024 slots of MRAM
 loop:
@@ -48,6 +51,7 @@ loop:
         and r11, r2, 1023
         lsl r11, r11, 3
         add r11, r11, r7
+        ldma r12, r11, 0            // read the slot first: its page is mapped by a read
         sdma r6, r11, 0
         jnz r3, done
         add r9, r9, -1, nz, loop
@@ -64,6 +68,8 @@ broken:
         .balign 8
         .globl buffer
 buffer:
+        .zero NR_TASKLETS * 8
+inbox:
         .zero NR_TASKLETS * 8
         .globl iterations
 iterations:
@@ -110,6 +116,10 @@ def _run(
         dpus = await aiopim.DpuSet.alloc(nr_ranks=nr_ranks)
         await dpus.load(binary)
         ranks = dpus.ranks
+        # the trails start as private pages of sevens (one copy per DPU, not a broadcast); the
+        # loop maps them by their first read
+        fill = np.full(2048 * THREADS, TRAIL_FILL, np.uint32)
+        await dpus.copy_to("trail", [fill.copy() for _ in range(len(dpus))])
         for rank, its in zip(ranks, iterations, strict=True):
             await rank.copy_to("iterations", [np.array([n, 0], np.uint32) for n in its])
         for rank in ranks:
@@ -177,7 +187,7 @@ def _rolls_back(binary: aiopim.DpuProgram, backend: str) -> None:
     for counts, trail in zip(lockstep["counts"], lockstep["trail"], strict=True):
         assert [trail[2048 * t + 2 * (c % 1024)] for t, c in enumerate(counts)] == counts
         # the slots after the last count were never written
-        assert all(trail[2048 * t + 2 * (c % 1024) + 2] == 0 for t, c in enumerate(counts))
+        assert all(trail[2048 * t + 2 * (c % 1024) + 2] == TRAIL_FILL for t, c in enumerate(counts))
 
 
 def test_a_fault_rolls_the_others_back(binary: aiopim.DpuProgram, backend: str) -> None:
@@ -213,6 +223,25 @@ def test_speculation_changes_nothing_the_host_sees(
         )
     finally:
         _runner.set_jit(None)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_pages_first_mapped_while_speculating_are_restored(
+    binary: aiopim.DpuProgram, backend: str
+) -> None:
+    """Rank 0 ends after a few polls, while rank 1 has run far ahead in the first speculative
+    event; its MRAM trail page, mapped there by a read and then written, must come back as it
+    was (rank 1 stops polling long before it would write those slots again)."""
+    _runner.set_jit(True)
+    try:
+        iterations = [[5], [1 << 20]]
+        lockstep, _ = _run(binary, iterations, backend, speculate=False)
+        seen, (_, rollbacks) = _run(binary, iterations, backend, speculate=True)
+    finally:
+        _runner.set_jit(None)
+    assert rollbacks > 0
+    assert seen == lockstep
+    assert lockstep["counts"][1][0] < 200
 
 
 @pytest.mark.parametrize("seed", [1, 2])

@@ -271,9 +271,8 @@ D_DMA_BYTES: Final = 24  # bytes moved by them
 D_ROUNDS: Final = 25  # slots per thread of the next window (0: not set yet)
 D_AGAIN: Final = 26  # 1: the issue pattern of the last window (in the work array) goes on
 D_WNF: Final = 27  # the number of threads of that pattern
-D_SPEC: Final = 28  # 1: a speculative run, MRAM writes go through Python (which can undo them)
-D_CUTTER: Final = 29  # the thread whose slot ended the last window (it runs first in the next)
-ND: Final = 30
+D_CUTTER: Final = 28  # the thread whose slot ended the last window (it runs first in the next)
+ND: Final = 29
 
 BIG: Final = 1 << 62
 
@@ -1443,7 +1442,8 @@ def jit_dispatcher() -> Callable[..., int]:
         # no reference counting: the loop allocates nothing and its caller keeps every array
         # alive, and numba's counting around the inlined fast step cost about a sixth of the
         # key-sum's time
-        _JIT_RUN = numba.njit(cache=True, nogil=True, _nrt=False)(run)
+        no_refcounts: dict[str, Any] = {"_nrt": False}  # a numba option its stubs lack
+        _JIT_RUN = numba.njit(cache=True, nogil=True, **no_refcounts)(run)
     return _JIT_RUN
 
 
@@ -1535,8 +1535,8 @@ def serve_dma(
 ) -> bool:
     """Copy the bytes of the transfers due now, in thread order, while their MRAM pages are
     in ``pmap`` (``2 * index + writable`` into ``pages``, or ``PM_ZERO``); False when one
-    needs Python (an unknown page, a write into a page not privately held, any MRAM write of a
-    speculative run, ``ldmai``), which then serves it and the transfers after it."""
+    needs Python (an unknown page, a write into a page not privately held or not writable in
+    ``pmap``, ``ldmai``), which then serves it and the transfers after it."""
     c = dv[D_CYCLE]
     nxt = BIG
     for t in range(dv[D_NTHREADS]):
@@ -1555,7 +1555,7 @@ def serve_dma(
         size = dma[t, 3]
         for p in range(maddr >> PAGE_SHIFT, ((maddr + size - 1) >> PAGE_SHIFT) + 1):
             e = pmap[p]
-            if e == PM_UNKNOWN or (kind == DMA_SDMA and (e < 0 or (e & 1) == 0 or dv[D_SPEC] != 0)):
+            if e == PM_UNKNOWN or (kind == DMA_SDMA and (e < 0 or (e & 1) == 0)):
                 return False
         pos = 0
         while pos < size:

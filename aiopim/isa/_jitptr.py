@@ -94,9 +94,7 @@ def _serve_dma_at(th: Any, dv: Any, dma: Any, wram: Any, pages: Any, pmap: Any) 
         size = dma[t, 3]
         for p in range(maddr >> I.PAGE_SHIFT, ((maddr + size - 1) >> I.PAGE_SHIFT) + 1):
             e = pmap[p]
-            if e == I.PM_UNKNOWN or (
-                kind == I.DMA_SDMA and (e < 0 or (e & 1) == 0 or dv[I.D_SPEC] != 0)
-            ):
+            if e == I.PM_UNKNOWN or (kind == I.DMA_SDMA and (e < 0 or (e & 1) == 0)):
                 return False
         pos = 0
         while pos < size:

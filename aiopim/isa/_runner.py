@@ -11,12 +11,13 @@ the horizon; DPU ends and faults become kernel events at their exact times.
 
 Speculation. When the horizon is far, one call of the loop per chunk costs more than the
 chunks need (each call cuts the DPUs' windows, and on several threads every call is a hand-over
-to the workers). The scheduler then checkpoints every running DPU (its arrays and WRAM; its
-MRAM and IRAM writes go through Python, which logs what they overwrite), runs them all to the
-horizon in one call, and finds where the chunks would have stopped: at the first end or fault
-plus the polling latency. The DPUs that issued past that point go back to their checkpoint and
-run again to it, which repeats the same instructions (a DPU's run depends only on its own state
-until the host acts). Ends are reported in the order the chunks would have reported them.
+to the workers). The scheduler then checkpoints every running DPU (its arrays and WRAM; Python
+keeps each MRAM page before its first write and the IRAM bytes ``ldmai`` overwrites), runs
+them all to the horizon in one call, and finds where the chunks would have stopped: at the
+first end or fault plus the polling latency. The DPUs that issued past that point go back to
+their checkpoint and run again to it, which repeats the same instructions (a DPU's run depends
+only on its own state until the host acts). Ends are reported in the order the chunks would
+have reported them.
 """
 
 from __future__ import annotations
@@ -226,6 +227,8 @@ class IsaRunner(DpuRunner):
         self._saved_code = self.code
         #: while speculating, what the run wrote outside that state: (in IRAM, address, old bytes)
         self._undo: list[tuple[bool, int, npt.NDArray[np.uint8]]] | None = None
+        #: while speculating, the MRAM pages whose bytes are in ``_undo`` (the loop may write them)
+        self.saved_pages: set[int] = set()
         #: while speculating, the times of the transfers Python served
         self.spec_dmas: list[int] = []
 
@@ -372,8 +375,10 @@ class IsaRunner(DpuRunner):
 
     def checkpoint(self) -> None:
         """Copy what a run may change (registers, threads, DPU scalars, atomic bits, DMA
-        engine, work array, WRAM, instruction rows) and log its MRAM and IRAM writes from now
-        on, so that :meth:`rollback` can bring the DPU back here."""
+        engine, work array, WRAM, instruction rows) and, from now on, keep the old bytes of every
+        MRAM page before its first write and of every IRAM write, so that :meth:`rollback` can
+        bring the DPU back here. The loop writes only MRAM pages its map marks writable: the
+        marks are cleared here, and a page gets its mark back once its bytes are kept."""
         state = self._state()
         if len(self._saved) != len(state) or any(
             a.shape != b.shape for a, b in zip(self._saved, state, strict=True)
@@ -383,13 +388,14 @@ class IsaRunner(DpuRunner):
             np.copyto(saved, live)
         self._saved_code = self.code
         self._undo = []
+        self.saved_pages = set()
         self.spec_dmas = []
-        self.dv[I.D_SPEC] = 1  # the loop leaves MRAM writes to Python, which logs them
+        np.bitwise_and(self.pmap, ~1, out=self.pmap, where=self.pmap >= 0)
 
     def commit(self) -> None:
         """Keep what ran since :meth:`checkpoint`."""
         self._undo = None
-        self.dv[I.D_SPEC] = 0
+        self.saved_pages = set()
 
     def rollback(self) -> None:
         """Undo everything since :meth:`checkpoint` (the DPU is running again)."""
@@ -404,6 +410,7 @@ class IsaRunner(DpuRunner):
                 dpu.mram.write(address, old)
         self.code = self._saved_code
         self._undo = None
+        self.saved_pages = set()
         self.active = True
 
     # -- DMA ------------------------------------------------------------------------------------
@@ -427,7 +434,12 @@ class IsaRunner(DpuRunner):
                 dpu.wram[waddr : waddr + size] = dpu.mram.read(maddr, size)
             elif kind == I.DMA_SDMA:
                 if undo is not None:
-                    undo.append((False, maddr, dpu.mram.read(maddr, size)))
+                    first, last = maddr >> I.PAGE_SHIFT, (maddr + size - 1) >> I.PAGE_SHIFT
+                    for p in range(first, last + 1):
+                        if p not in self.saved_pages:
+                            self.saved_pages.add(p)
+                            start = p << I.PAGE_SHIFT
+                            undo.append((False, start, dpu.mram.read(start, 1 << I.PAGE_SHIFT)))
                 dpu.mram.write(maddr, dpu.wram[waddr : waddr + size].copy())
             else:
                 if undo is not None:
@@ -655,7 +667,9 @@ class IsaScheduler:
                     if idx >= len(self._page_addr):
                         self._page_addr = np.resize(self._page_addr, 2 * idx)
                     self._page_addr[idx] = page.ctypes.data
-                r.pmap[p] = 2 * idx + (1 if page.flags.writeable else 0)
+                # writable: a private page, whose old bytes are kept if the DPU speculates
+                writable = page.flags.writeable and (r._undo is None or p in r.saved_pages)
+                r.pmap[p] = 2 * idx + (1 if writable else 0)
             r.pmap_pages[p] = page
 
     def _python_dma(self, r: IsaRunner) -> None:
