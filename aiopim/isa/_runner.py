@@ -556,6 +556,8 @@ class IsaScheduler:
         #: speculative scheduler events, and DPUs they sent back to their checkpoint
         self.speculations = 0
         self.rollbacks = 0
+        #: how many polling latencies the next speculative event may run ahead
+        self._reach = _MAX_CHUNKS
 
     def add(self, runner: IsaRunner) -> None:
         """A DPU booted at the current time."""
@@ -785,6 +787,7 @@ class IsaScheduler:
         for r in active:
             if id(r) not in again:
                 r.commit()
+        self._reach = _MAX_CHUNKS if redo else min(2 * self._reach, _MAX_REACH)
         if redo:
             self.rollbacks += len(redo)
             for r in redo:
@@ -828,7 +831,11 @@ class IsaScheduler:
             return
         poll = timing.COMPLETION_POLL_LATENCY_PS
         if len(active) > 1 and self._batched():
-            target = min(horizon, now + poll * _MAX_CHUNKS)
+            # outside exploration, a run of speculative events that needed no rollback doubles
+            # the next one's reach (the scheduler's own events are not observable there; in
+            # exploration each one draws a key, so the events stay those of the chunks)
+            reach = self._reach if k._explore is None else _MAX_CHUNKS
+            target = min(horizon, now + poll * reach)
             if target - now >= poll * _SPECULATE_CHUNKS:
                 t = self._speculate(active, now, target)
                 if self._active():
@@ -856,6 +863,8 @@ class IsaScheduler:
 #: a scheduler event speculates (see IsaScheduler._speculate) when the DPUs may run at least
 #: this many polling latencies ahead
 _SPECULATE_CHUNKS = 8
+#: the farthest a speculative event runs ahead, in polling latencies
+_MAX_REACH = 1 << 14
 #: fewer DPUs than this per thread are not worth a thread
 _MIN_DPUS_PER_THREAD = 16
 #: one batch split over numba's worker threads at a time (numba's "workqueue" threading layer,
