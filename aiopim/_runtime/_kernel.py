@@ -69,6 +69,11 @@ class Kernel:
         self.limit = INFINITY
 
     # -- scheduling ---------------------------------------
+    @property
+    def exploring(self) -> bool:
+        """Whether simultaneous events are permuted (each scheduled event draws a random key)."""
+        return self._explore is not None
+
     def call_at(
         self, when: int, fn: Callback, arg: Any = None, actor: int = 0, priority: int = PRIO_NORMAL
     ) -> Entry:

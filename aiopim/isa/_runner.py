@@ -834,7 +834,7 @@ class IsaScheduler:
             # outside exploration, a run of speculative events that needed no rollback doubles
             # the next one's reach (the scheduler's own events are not observable there; in
             # exploration each one draws a key, so the events stay those of the chunks)
-            reach = self._reach if k._explore is None else _MAX_CHUNKS
+            reach = _MAX_CHUNKS if k.exploring else self._reach
             target = min(horizon, now + poll * reach)
             if target - now >= poll * _SPECULATE_CHUNKS:
                 t = self._speculate(active, now, target)
