@@ -39,10 +39,10 @@ ROOT = Path(__file__).resolve().parent.parent
 #: used when ``--before`` is not given.
 BEFORE: dict[int, tuple[float, float]] = {1: (1.96, 162.32), 4: (2.49, 162.32), 40: (3.84, 162.32)}
 
-#: one measurement, run in a fresh interpreter with the package under test on sys.path
-_CHILD = r"""
-import gc, importlib.util, json, sys, time
-root, ranks, backend = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+#: the start of a child script: the package of checkout ``root`` (argv[1]) and its example
+_LOAD_EXAMPLE = r"""
+import functools, gc, importlib.util, json, sys, time
+root, ranks = sys.argv[1], int(sys.argv[2])
 sys.path.insert(0, root)
 import aiopim
 path = root + "/examples/wram_fifo_keysum.py"
@@ -50,6 +50,13 @@ spec = importlib.util.spec_from_file_location("wram_fifo_keysum", path)
 example = importlib.util.module_from_spec(spec)
 sys.modules[spec.name] = example
 spec.loader.exec_module(example)
+"""
+
+#: one measurement, run in a fresh interpreter with the package under test on sys.path
+_CHILD = (
+    _LOAD_EXAMPLE
+    + r"""
+backend = sys.argv[3]
 
 async def main():
     r = await example.host(ranks, 0, 16, "all", 0)
@@ -65,21 +72,15 @@ ok = r["complete"] and not r["wrong"]
 print(json.dumps({"cpu_s": cpu, "events": r["events"], "dpus": r["dpus"], "ok": ok,
                   "virtual_time_s": r["virtual_time_s"], "keys": r["dpus"] * example.NR_KEYS}))
 """
+)
 
 
 #: one run on ``ranks`` ranks that logs the time of every event, per DPU and for the kernel
-_CHILD_TIMES = r"""
-import functools, importlib.util, json, sys
-root, ranks = sys.argv[1], int(sys.argv[2])
-sys.path.insert(0, root)
-import aiopim
+_CHILD_TIMES = (
+    _LOAD_EXAMPLE
+    + r"""
 from aiopim._runtime import _kernel
 from aiopim.dpu import _runner, _tasklet
-path = root + "/examples/wram_fifo_keysum.py"
-spec = importlib.util.spec_from_file_location("wram_fifo_keysum", path)
-example = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = example
-spec.loader.exec_module(example)
 dpu_times, kernel_times, clock, depth = {}, [], [], [0]
 
 def log_dpu(cls, name, dpu_of):
@@ -121,6 +122,7 @@ async def main():
 r = aiopim.run(main, backend="trio")
 print(json.dumps({"dpus": [sorted(t) for t in dpu_times.values()], "kernel": sorted(kernel_times)}))
 """
+)
 
 
 def drains(dpus: list[list[int]], kernel: list[int], window: int | None) -> int:
