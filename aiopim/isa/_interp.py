@@ -73,7 +73,6 @@ from ._semantics import (
     C_DB,
     C_DK,
     C_ENDIAN,
-    C_FAST,
     C_FLAGS,
     C_FW0,
     C_FW1,
@@ -147,6 +146,7 @@ from ._semantics import (
     FW_DREG,
     FW_FLAGS,
     FW_JUMP,
+    FW_KIND,
     FW_PC,
     JC_LTU,
     JC_NONE,
@@ -335,7 +335,7 @@ def ends_window(
     pc = th[t, T_PC]
     if pc < 0 or pc >= code.shape[0]:
         return True
-    f = code[pc, C_FAST]
+    f = code[pc, C_FW0] & FW_KIND
     if f != FAST_NONE and f != FAST_ACQUIRE:
         return False  # the common case: a row of the fast step
     op = code[pc, C_OP]
@@ -372,7 +372,7 @@ def thread_slots(
     per: int,
 ) -> tuple[int, int, int]:
     """Inside a window: issue thread ``t``'s instructions at its slots ``cs, cs + per, ...``
-    before ``fe`` while they are rows of a fast kind (``C_FAST``: 32-bit add/sub/logic/shift
+    before ``fe`` while they are rows of a fast kind (``C_FW0``: 32-bit add/sub/logic/shift
     with a register or no destination, plain or with a true/z/nz/ltu/geu jump; aligned
     little-endian ``lw``/``ld`` with no flags; ``call``/``jump``; an ``acquire`` of a bit
     already set), with the thread's PC and flags in locals. Returns the first slot not issued,
@@ -389,7 +389,7 @@ def thread_slots(
             break
         # the row's fields packed in two words (C_FW0, C_FW1): one cache line per instruction
         w0 = code[pc, C_FW0]
-        f = w0 & 15
+        f = w0 & FW_KIND
         if f == FAST_NONE:
             break
         w1 = code[pc, C_FW1]
@@ -557,7 +557,7 @@ def run(
     per = 0  # cycles between two issues of one thread
     c0 = 0  # first cycle of the window
     fe = 0  # end of the window (exclusive)
-    k = 0  # index of the thread being run
+    k = 0  # index of the thread being run (-1: the window's first one is next)
     cs = 0  # cycle of its current slot
     t = 0
     w_instr = w_issued = w_last = w_rr = w_lastpc = 0  # counters at the window's start
@@ -594,13 +594,11 @@ def run(
                     last = b_last = w_last
                     rr = b_rr = w_rr
                     lastpc = b_lastpc = w_lastpc
-                    k = 0
-                    t = scratch[0, SCR_ORDER]
-                    cs = c0 + scratch[0, SCR_OFF]
+                    k = -1  # the first thread starts again below, as every next one does
             else:
                 cs += per
             while True:
-                if cs < fe:
+                if k >= 0 and cs < fe:
                     cs, done, donepc = thread_slots(code, regs, th, wram, atomic, t, cs, fe, per)
                     if done > 0:
                         instr += done
@@ -693,9 +691,8 @@ def run(
                         for q in range(nf):
                             scratch[q, SCR_SEEN] = 0
                         m = 0
-                        pos = (
-                            -1
-                        )  # ready-list position of the last issuer (the list starts after it)
+                        # ready-list position of the last issuer (the list starts after it)
+                        pos = -1
                         y = c0
                         while y < c0 + per:
                             pick = -1
@@ -776,13 +773,7 @@ def run(
                     w_last = b_last = last
                     w_rr = b_rr = rr
                     w_lastpc = b_lastpc = lastpc
-                    k = 0
-                    t = scratch[0, SCR_ORDER]
-                    for j in range(24):
-                        scratch[t, j] = regs[t, j]
-                    for j in range(NTH):
-                        scratch[t, SCR_TH + j] = th[t, j]
-                    cs = c0 + scratch[0, SCR_OFF] - per
+                    k = -1  # the first thread starts below, as every next one does
                     fw = True
                     continue
                 cool = nthreads
@@ -831,7 +822,7 @@ def run(
                 break
             # the commonest kinds issue through the windows' fast step, for one slot
             pc = th[t, T_PC]
-            if pc >= 0 and pc < nprog and code[pc, C_FAST] != FAST_NONE:
+            if pc >= 0 and pc < nprog and code[pc, C_FW0] != 0:
                 _, done, donepc = thread_slots(code, regs, th, wram, atomic, t, c, c + 1, 1)
                 if done > 0:
                     rr = t

@@ -209,13 +209,14 @@ C_DB: Final = 14  # source pair register (even)
 C_ENDIAN: Final = 15  # 1 = big-endian access
 C_STATUS: Final = 16  # DecodeStatus; non-zero = illegal instruction
 C_SIG: Final = 17  # signature index (-1 undecodable)
-C_FAST: Final = 18  # FAST_* kind when the interpreter's fast path runs the row as is, else 0
-C_JUMP: Final = 19  # JC_* jump of a fast row
-C_FW0: Final = 20  # a fast row's fields packed for the fast step (see FW_*): one cache line
-C_FW1: Final = 21  # its operand values: A (low 32 bits) and B (high 32 bits)
-NCOL: Final = 22
-#: bit fields of C_FW0: kind (4 bits), jump (3), flags (2), destination is a register (1),
-#: destination register (6), A and B are registers (1 each); the jump target from bit 32
+#: a row the interpreter's fast step runs as is (FAST_* kind in the low 4 bits), its fields
+#: packed (see FW_*) so that the step reads one cache line; 0 for every other row
+C_FW0: Final = 18
+C_FW1: Final = 19  # its operand values: A (low 32 bits) and B (high 32 bits)
+NCOL: Final = 20
+#: bit fields of C_FW0: kind (4 bits), jump (3, JC_*), flags (2), destination is a register
+#: (1), destination register (6), A and B are registers (1 each); the jump target from bit 32
+FW_KIND: Final = 15
 FW_JUMP: Final = 4
 FW_FLAGS: Final = 7
 FW_DREG: Final = 9
@@ -224,7 +225,7 @@ FW_AREG: Final = 16
 FW_BREG: Final = 17
 FW_PC: Final = 32
 
-# fast kinds (C_FAST): the forms the interpreter's fast path runs without further checks
+# fast kinds (C_FW0 & FW_KIND): the forms the interpreter's fast path runs without further checks
 FAST_NONE: Final = 0
 FAST_LW: Final = 1  # aligned little-endian lw into a register, no flags
 FAST_LD: Final = 2  # aligned little-endian ld into a pair, no flags
@@ -242,7 +243,7 @@ FAST_LSR: Final = FAST_ADD + 6
 FAST_ADDC: Final = FAST_ADD + 7
 FAST_SUBC: Final = FAST_ADD + 8
 
-# jumps of fast rows (C_JUMP)
+# jumps of fast rows (C_FW0 >> FW_JUMP)
 JC_NONE: Final = 0
 JC_TRUE: Final = 1
 JC_Z: Final = 2
@@ -470,7 +471,7 @@ def compile_program(decoded: DecodedProgram) -> npt.NDArray[np.int64]:
 
 
 def _fill_fast(code: npt.NDArray[np.int64]) -> None:
-    """Columns C_FAST and C_JUMP of ``code`` (see the FAST_* kinds)."""
+    """Columns C_FW0 and C_FW1 of ``code`` (see the FAST_* kinds and the FW_* fields)."""
     op, dk, mode, cond = code[:, C_OP], code[:, C_DK], code[:, C_MODE], code[:, C_COND]
     flags, size = code[:, C_FLAGS], code[:, C_SUB] & (15 | SUB_SAFE)
     jump = np.full(len(code), -1, np.int64)
@@ -489,12 +490,11 @@ def _fill_fast(code: npt.NDArray[np.int64]) -> None:
     fast[(op == OP_CALL) & (flags == 0) & reg_or_none] = FAST_CALL
     acquire_jump = (jump == JC_NONE) | (jump == JC_TRUE) | (jump == JC_Z) | (jump == JC_NZ)
     fast[(op == OP_ACQUIRE) & (dk == DK_NONE) & acquire_jump] = FAST_ACQUIRE
-    code[:, C_FAST] = fast
-    code[:, C_JUMP] = np.where(fast >= FAST_ADD, jump, np.where(fast == FAST_ACQUIRE, jump, 0))
+    jump = np.where((fast >= FAST_ADD) | (fast == FAST_ACQUIRE), jump, 0)
     m32 = np.int64(0xFFFFFFFF)
     packed = (
         fast
-        | code[:, C_JUMP] << FW_JUMP
+        | jump << FW_JUMP
         | (flags & 3) << FW_FLAGS
         | (dk == DK_REG).astype(np.int64) << FW_DREG
         | (code[:, C_D] & 63) << FW_D
