@@ -392,6 +392,11 @@ class IsaRunner(DpuRunner):
         self.spec_dmas = []
         np.bitwise_and(self.pmap, ~1, out=self.pmap, where=self.pmap >= 0)
 
+    @property
+    def speculating(self) -> bool:
+        """Between :meth:`checkpoint` and :meth:`commit` or :meth:`rollback`."""
+        return self._undo is not None
+
     def commit(self) -> None:
         """Keep what ran since :meth:`checkpoint`."""
         self._undo = None
@@ -503,6 +508,12 @@ class IsaRunner(DpuRunner):
         else:
             reason += f": {what}"
         return _Outcome(self.time_of(int(dv[I.D_CYCLE])), True, reason, code, t)
+
+    def schedule_report(self, outcome: _Outcome) -> None:
+        """A kernel event at the outcome's time that tells the DPU its run ended."""
+        self.dpu.kernel.call_at(
+            outcome.time_ps, self.report, (self.run_id, outcome), self.dpu.actor
+        )
 
     def report(self, arg: tuple[int, _Outcome]) -> None:
         """Kernel event at the outcome's time: tell the DPU its run ended."""
@@ -670,14 +681,14 @@ class IsaScheduler:
                         self._page_addr = np.resize(self._page_addr, 2 * idx)
                     self._page_addr[idx] = page.ctypes.data
                 # writable: a private page, whose old bytes are kept if the DPU speculates
-                writable = page.flags.writeable and (r._undo is None or p in r.saved_pages)
+                writable = page.flags.writeable and (not r.speculating or p in r.saved_pages)
                 r.pmap[p] = 2 * idx + (1 if writable else 0)
             r.pmap_pages[p] = page
 
     def _python_dma(self, r: IsaRunner) -> None:
         """Serve the due transfers in Python, then give the loop their pages."""
         c = int(r.dv[I.D_CYCLE])
-        if r._undo is not None:
+        if r.speculating:
             r.spec_dmas.append(r.time_of(c))
         spans = [
             (int(r.dma[t, 2]), int(r.dma[t, 3]))
@@ -783,9 +794,9 @@ class IsaScheduler:
                 redo.append(r)
         if stop < target:
             redo.extend(r for j, r in enumerate(active) if j not in finished)
-        again = {id(r) for r in redo}
+        rolled_back = {id(r) for r in redo}
         for r in active:
-            if id(r) not in again:
+            if id(r) not in rolled_back:
                 r.commit()
         self._reach = _MAX_CHUNKS if redo else min(2 * self._reach, _MAX_REACH)
         if redo:
@@ -799,11 +810,30 @@ class IsaScheduler:
             # instruction that ends its run before ``stop``, so none ends
             if self._advance_all(redo, stop):
                 raise AssertionError("a DPU replayed from its checkpoint ran differently")
-        k = self.kernel
         for _, _, j, out in sorted(kept, key=lambda e: e[:3]):
-            r = active[j]
-            k.call_at(out.time_ps, r.report, (r.run_id, out), r.dpu.actor)
+            active[j].schedule_report(out)
         return stop
+
+    def _lockstep(self, active: list[IsaRunner], now: int, horizon: int) -> int:
+        """Advance ``active`` from ``now`` towards ``horizon`` in chunks of one polling latency
+        (at most ``_MAX_CHUNKS``), stopping a latency after the first end or fault. Returns
+        where the DPUs stopped."""
+        poll = timing.COMPLETION_POLL_LATENCY_PS
+        t = now
+        chunks = 0
+        while active and t < horizon and chunks < _MAX_CHUNKS:
+            # one DPU alone needs no lockstep: nobody else can run past its end
+            span = poll if len(active) > 1 else poll * _MAX_CHUNKS
+            t_end = min(horizon, t + span)
+            ended = self._advance_all(active, t_end)
+            for j, out in ended:
+                horizon = min(horizon, out.time_ps + poll)
+                active[j].schedule_report(out)
+            if ended:
+                active = self._active()
+            t = t_end
+            chunks += 1
+        return t
 
     def _fire(self, _: Any) -> None:
         self.entry = None
@@ -824,38 +854,20 @@ class IsaScheduler:
             # something else still happens now: execute only what issues before now, and come
             # back before anything at now + 1 ps
             for j, out in self._advance_all(active, now):
-                r = active[j]
-                k.call_at(out.time_ps, r.report, (r.run_id, out), r.dpu.actor)
+                active[j].schedule_report(out)
             if self._active():
                 self.entry = k.call_at(now + 1, self._fire, None, _SCHEDULER_ACTOR, 0)
             return
         poll = timing.COMPLETION_POLL_LATENCY_PS
-        if len(active) > 1 and self._batched():
-            # outside exploration, a run of speculative events that needed no rollback doubles
-            # the next one's reach (the scheduler's own events are not observable there; in
-            # exploration each one draws a key, so the events stay those of the chunks)
-            reach = _MAX_CHUNKS if k.exploring else self._reach
-            target = min(horizon, now + poll * reach)
-            if target - now >= poll * _SPECULATE_CHUNKS:
-                t = self._speculate(active, now, target)
-                if self._active():
-                    self.entry = k.call_at(t, self._fire, None, _SCHEDULER_ACTOR, PRIO_LATE)
-                return
-        t = now
-        chunks = 0
-        while active and t < horizon and chunks < _MAX_CHUNKS:
-            # one DPU alone needs no lockstep: nobody else can run past its end
-            span = poll if len(active) > 1 else poll * _MAX_CHUNKS
-            t_end = min(horizon, t + span)
-            ended = self._advance_all(active, t_end)
-            for j, out in ended:
-                r = active[j]
-                horizon = min(horizon, out.time_ps + poll)
-                k.call_at(out.time_ps, r.report, (r.run_id, out), r.dpu.actor)
-            if ended:
-                active = self._active()
-            t = t_end
-            chunks += 1
+        # outside exploration, a run of speculative events that needed no rollback doubles the
+        # next one's reach (the scheduler's own events are not observable there; in exploration
+        # each one draws a key, so the events stay those of the chunks)
+        reach = _MAX_CHUNKS if k.exploring else self._reach
+        target = min(horizon, now + poll * reach)
+        if len(active) > 1 and self._batched() and target - now >= poll * _SPECULATE_CHUNKS:
+            t = self._speculate(active, now, target)
+        else:
+            t = self._lockstep(active, now, horizon)
         if self._active():
             self.entry = k.call_at(t, self._fire, None, _SCHEDULER_ACTOR, PRIO_LATE)
 
