@@ -221,6 +221,27 @@ def test_a_group_yields_to_an_event_that_comes_between_its_calls() -> None:
     assert k.events_processed == 5
 
 
+def test_a_group_yields_to_its_queue_timer_moved_between_its_calls() -> None:
+    """The queue's slot (a DPU pipeline's timer) moved by a group's call to an instant and
+    actor between the group's next calls runs between them."""
+    k = Kernel()
+    q = LocalQueue(k)
+    log: list[str] = []
+    base = GROUP_ACTORS
+
+    def first(_: Any) -> None:
+        log.append("a0")
+        k._seq += 1
+        q.set_slot([k.now, PRIO_NORMAL, base + 2, k._seq, lambda _: log.append("timer 2"), None])
+
+    group: list[Any] = []
+    q.call_soon_in(group, first, None, base)
+    q.call_soon_in(group, lambda _: log.append("a3"), None, base + 3)
+    q.post_group(group)
+    k.run(1 << 62)
+    assert log == ["a0", "timer 2", "a3"]
+
+
 def _step_log(
     ranks: int, per_rank: int, tasklets: int, mode: str, backend: str, explore: bool
 ) -> tuple[Any, ...]:

@@ -325,36 +325,19 @@ class LocalQueue:
         kheap = k._heap
         pending = k.host_pending
         n = 0
-        # every other pending event is at ``now`` or later: only those at (now, NORMAL) can
-        # come between two calls of the group, by actor then sequence number
+        # the next call goes on unless the host waits or an entry's key comes before its own
+        # (every other pending event is at ``now`` or later)
         while group:
             actor, seq, fn, arg = group[-1]
-            if pending:
-                break
-            if heap:
-                h = heap[0]
-                if h[0] == now and (
-                    h[1] < PRIO_NORMAL
-                    or (h[1] == PRIO_NORMAL and (h[2] < actor or (h[2] == actor and h[3] < seq)))
-                ):
-                    break
-            h = self.slot  # type: ignore[assignment]
+            key = [now, PRIO_NORMAL, actor, seq]
+            slot = self.slot
             if (
-                h is not None
-                and h[0] == now
-                and (
-                    h[1] < PRIO_NORMAL
-                    or (h[1] == PRIO_NORMAL and (h[2] < actor or (h[2] == actor and h[3] < seq)))
-                )
+                pending
+                or (heap and heap[0] < key)
+                or (slot is not None and slot < key)
+                or (kheap and kheap[0] < key)
             ):
                 break
-            if kheap:
-                h = kheap[0]
-                if h[0] == now and (
-                    h[1] < PRIO_NORMAL
-                    or (h[1] == PRIO_NORMAL and (h[2] < actor or (h[2] == actor and h[3] < seq)))
-                ):
-                    break
             group.pop()
             n += 1
             fn(arg)
