@@ -15,23 +15,22 @@ import functools
 import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pytest
+import test_local_queue as queue_model
 import wram_fifo_keysum as keysum
 from helpers import emu
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_local_queue import GROUP_ACTORS, Program, actor_of
 
 import aiopim
 from aiopim._runtime import _kernel
-from aiopim._runtime._kernel import PRIO_LATE, PRIO_NORMAL, Entry, Kernel, LocalQueue
+from aiopim._runtime._kernel import PRIO_LATE, PRIO_NORMAL, Kernel, LocalQueue
 from aiopim.dpu import _runner, _tasklet
-
-#: actors of group g are GROUP_ACTORS * (g + 1) + 0..7; kernel events use 1..7
-GROUP_ACTORS = 1 << 8
 
 
 @contextmanager
@@ -55,34 +54,17 @@ def one_entry_per_call() -> Iterator[None]:
 
 
 @dataclass(frozen=True)
-class Spec:
+class Spec(queue_model.Spec):
     """One event of a generated program; its children are scheduled when it runs."""
 
-    parent: int  # -1: scheduled before the run
-    delay: int  # after its parent's time (a group's members: 0, always)
-    group: int  # the DPU queue; -1: a kernel event
-    actor: int  # 0..7 within its group
-    priority: int
-    together: bool  # scheduled in its parent's group (same queue, same instant)
-    timer: int  # >= 0: moves its queue's timer to now + timer between two group members
-    cancel: int  # an event this one cancels when it runs (-1: none)
-    wakes_host: bool
-
-
-@dataclass
-class Program:
-    specs: list[Spec]
-    groups: int
-    limits: list[int]
-    explore: int | None
-    log: list[tuple[Any, ...]] = field(default_factory=list)
+    together: bool = False  # scheduled in its parent's group (same queue, same instant)
 
 
 @st.composite
 def programs(draw: st.DrawFn) -> Program:
     groups = draw(st.integers(1, 3))
     n = draw(st.integers(1, 45))
-    specs = []
+    specs: list[queue_model.Spec] = []
     for i in range(n):
         group = draw(st.integers(-1, groups - 1))
         together = group >= 0 and draw(st.booleans())
@@ -95,10 +77,11 @@ def programs(draw: st.DrawFn) -> Program:
                 priority=PRIO_NORMAL
                 if together
                 else draw(st.sampled_from([PRIO_NORMAL, PRIO_NORMAL, PRIO_LATE])),
-                together=together,
+                # >= 0: moves its queue's timer to now + timer between two group members
                 timer=draw(st.sampled_from([-1, -1, 0, 1, 3])) if group >= 0 else -1,
                 cancel=draw(st.integers(-1, n - 1)),
                 wakes_host=draw(st.booleans()) and draw(st.booleans()),
+                together=together,
             )
         )
     limits = sorted(draw(st.lists(st.integers(0, 20), max_size=3)))
@@ -106,51 +89,11 @@ def programs(draw: st.DrawFn) -> Program:
     return Program(specs, groups, limits, explore)
 
 
-def actor_of(spec: Spec) -> int:
-    return spec.actor + 1 if spec.group < 0 else GROUP_ACTORS * (spec.group + 1) + spec.actor
-
-
-class Runner:
+class Runner(queue_model.Runner):
     """Runs a program on per-DPU queues, its grouped calls as groups or one entry each."""
 
     def __init__(self, prog: Program) -> None:
-        self.prog = prog
-        self.k = Kernel(explore_seed=prog.explore)
-        self.queues = [LocalQueue(self.k) for _ in range(prog.groups)]
-        self.entries: dict[int, Entry] = {}
-        self.children: dict[int, list[int]] = {}
-        for i, s in enumerate(prog.specs):
-            self.children.setdefault(s.parent, []).append(i)
-        self.timers: list[Entry | None] = [None] * prog.groups
-        self.log: list[tuple[Any, ...]] = []
-
-    def move_timer(self, group: int, delay: int) -> None:
-        """The DPU pipeline's way: the queue's slot moved in place, a fresh sequence number."""
-        k = self.k
-        slot = self.timers[group]
-        if slot is None:
-            slot = self.timers[group] = [0, PRIO_NORMAL, GROUP_ACTORS * (group + 1), 0, None, 0]
-            slot[4] = self.timer_fired
-            slot[5] = group
-        slot[0] = k.now + delay
-        k._seq += 1
-        slot[3] = k._seq
-        if k._explore is not None:
-            slot[2] = k._explore.getrandbits(62)
-        self.queues[group].set_slot(slot)
-
-    def timer_fired(self, group: int) -> None:
-        self.log.append(("timer", group, self.k.now))
-
-    def schedule(self, i: int) -> None:
-        s = self.prog.specs[i]
-        if s.group >= 0:
-            q = self.queues[s.group]
-            self.entries[i] = q.call_at(self.k.now + s.delay, self.fire, i, actor_of(s), s.priority)
-        else:
-            self.entries[i] = self.k.call_at(
-                self.k.now + s.delay, self.fire, i, actor_of(s), s.priority
-            )
+        super().__init__(prog, local=True)
 
     def fire(self, i: int) -> None:
         s = self.prog.specs[i]
@@ -160,7 +103,7 @@ class Runner:
         groups: dict[int, list[Any]] = {}
         for child in self.children.get(i, []):
             c = self.prog.specs[child]
-            if c.together:
+            if isinstance(c, Spec) and c.together:
                 group = groups.setdefault(c.group, [])
                 self.queues[c.group].call_soon_in(group, self.fire, child, actor_of(c))
                 if c.timer >= 0:  # the pipeline moves its timer between two wake-ups
@@ -173,20 +116,9 @@ class Runner:
             self.k.new_waiter("host").resolve()
 
     def run(self) -> list[tuple[Any, ...]]:
-        k = self.k
-        for i in self.children.get(-1, []):
-            self.schedule(i)  # a top-level member is scheduled alone
-        for limit in [*self.prog.limits, 1 << 62]:
-            while True:
-                k.run(limit)
-                self.log.append(("stop", k.now, len(k.host_pending), k.next_event_time()))
-                if not k.host_pending:
-                    break
-                k.host_pending.clear()
-            if limit > k.now and limit < 1 << 62:
-                k.now = limit
-        self.log.append(("events", k.events_processed, k._seq))
-        return self.log
+        log = super().run()
+        log.append(("sequence numbers", self.k._seq))
+        return log
 
 
 @settings(max_examples=300, deadline=None)
