@@ -284,7 +284,7 @@ class LocalQueue:
         at its own place among the other events: only heap operations and entries are saved.
         """
         k = self.kernel
-        if k._explore is not None:
+        if k.exploring:
             self.call_soon(fn, arg, actor)
             return
         k._seq += 1

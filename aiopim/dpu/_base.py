@@ -31,8 +31,8 @@ class TaskletBase:
         _deferred_dma: list[int]
         #: watched ranges and label of the loop helpers' polls, by (input, output, active)
         _polls: dict[tuple[str, str, str], tuple[list[tuple[int, int]], str]]
-        #: what the loop helpers' test reads, by (input, output, active): the input FIFO's
-        #: pointers, the output FIFO's struct, its slot mask, ``active``'s start and end
+        #: what the loop helpers' test reads, by (input, output, active): the input and output
+        #: FIFO structs, the output FIFO's slot mask, ``active``'s start and end
         _loops: dict[tuple[str, str, str], tuple[int, int, int, int, int]]
 
         def _address(self, where: Var | str) -> int: ...

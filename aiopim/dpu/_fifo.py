@@ -24,10 +24,8 @@ from .._machine._wramfifo import (
     READ_PTR,
     TMP_DATA_PTR,
     WRITE_PTR,
-    _unpack_ptrs,
-    _unpack_u32,
-    _unpack_u64,
     is_full,
+    read_ptrs,
     read_u32,
     read_u64,
     struct_size,
@@ -223,21 +221,20 @@ class FifoOps(TaskletBase):
         if where is None:
             a = self._address(active)
             where = self._loops[key] = (
-                self._address(fin.struct) + READ_PTR,
+                self._address(fin.struct),
                 self._address(fout.struct),
                 fout.mask,
                 a,
                 a + active.size,
             )
-        fin_ptrs, s, mask, a, end = where
+        fin_struct, s, mask, a, end = where
         wram = self.wram
-        rd, wr = _unpack_ptrs(wram, fin_ptrs)
-        if rd != wr:  # not empty: wait while the output FIFO is full (is_full, inline)
-            rd, wr = _unpack_ptrs(wram, s + READ_PTR)
-            wr += _unpack_u32(wram, s + NB_RESERVED)[0]
-            return 1 if (rd & mask) == (wr & mask) and rd != wr else 0
+        rd, wr = read_ptrs(wram, fin_struct)
+        if rd != wr:  # not empty: wait while the output FIFO is full
+            rd, wr = read_ptrs(wram, s)
+            return 1 if is_full(rd, wr + read_u32(wram, s + NB_RESERVED), mask) else 0
         if end - a == 8:
-            return 2 if not _unpack_u64(wram, a)[0] else 1
+            return 2 if not read_u64(wram, a) else 1
         return 2 if not wram[a:end].any() else 1
 
     def _input_state(self, fin: FifoDecl, fout: FifoDecl, active: Var) -> int:

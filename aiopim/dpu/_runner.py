@@ -194,19 +194,13 @@ class Pipeline:
         heap = self._heap
         q = self.queue
         limit = self.attained + 1e-6
-        if heap and heap[0][0] <= limit:
+        # the tasklets whose instructions are done (several: one group entry)
+        group: list[tuple[int, int, Callable[[Any], None], Any]] = []
+        while heap and heap[0][0] <= limit:
             _, _, proc, then, arg = heappop(heap)
             self.n -= 1
-            if not heap or heap[0][0] > limit:
-                q.call_soon(then, arg, proc.actor)
-            else:  # tasklets that finish together: one group entry
-                group: list[tuple[int, int, Callable[[Any], None], Any]] = []
-                q.call_soon_in(group, then, arg, proc.actor)
-                while heap and heap[0][0] <= limit:
-                    _, _, proc, then, arg = heappop(heap)
-                    self.n -= 1
-                    q.call_soon_in(group, then, arg, proc.actor)
-                q.post_group(group)
+            q.call_soon_in(group, then, arg, proc.actor)
+        q.post_group(group)
         self._reschedule()
 
 
@@ -259,19 +253,13 @@ class DmaEngine:
             busy, latency = timing.dma_cycles(size, write=write)
             cost = (self.chip.cycles_to_ps(busy), self.chip.cycles_to_ps(latency))
             self._costs[size + size + write] = cost
-        k = self.kernel
-        now = k.now
+        now = self.kernel.now
         start = now if now > self.free_at else self.free_at
         self.free_at = start + cost[0]
         when = start + cost[1]
         self.requests += 1
         self.bytes += size
-        q = self.queue
-        if q._draining and k._explore is None:  # LocalQueue.call_at(), inline
-            k._seq += 1
-            heappush(q._heap, [when, PRIO_NORMAL, self._actor, k._seq, done, arg])
-        else:
-            q.call_at(when, done, arg, self._actor)
+        self.queue.call_at(when, done, arg, self._actor)
         return when
 
 
