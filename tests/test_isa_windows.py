@@ -121,6 +121,74 @@ def test_windows_issue_what_cycle_by_cycle_issue_does(
     _compare(windowed, stepped, cycles, 5000, chunk)
 
 
+@st.composite
+def shared_memory_programs(draw: st.DrawFn) -> str:
+    """Loops of loads, stores and atomic operations on a few shared words (through ``zero``,
+    a per-thread base ``id4``/``id8`` and computed bases r6/r7), so that threads of one window
+    often touch the same bytes in both orders."""
+    n = draw(st.integers(3, 24))
+    lines = []
+    for i in range(n):
+        r = f"r{draw(st.integers(0, 5))}"
+        d = f"d{2 * draw(st.integers(0, 2))}"
+        target = f"L{draw(st.integers(0, n))}"
+        base = draw(st.sampled_from(["zero", "id4", "r6", "r7"]))
+        base8 = draw(st.sampled_from(["zero", "id8", "r6", "r7"]))
+        off4, off8 = 4 * draw(st.integers(0, 7)), 8 * draw(st.integers(0, 3))
+        byte, bit = draw(st.integers(0, 31)), draw(st.integers(0, 3))
+        lines.append(
+            f"L{i}: "
+            + draw(
+                st.sampled_from(
+                    [
+                        f"add {r}, {r}, {draw(st.integers(-3, 9))}",
+                        f"xor {r}, {r}, r{draw(st.integers(0, 5))}",
+                        f"and r{6 + draw(st.integers(0, 1))}, {r}, 56",
+                        f"lw {r}, {base}, {off4}",
+                        f"ld {d}, {base8}, {off8}",
+                        f"lbu {r}, {base}, {byte}",
+                        f"lhu {r}, {base}, {byte & ~1}",
+                        f"sw {base}, {off4}, {r}",
+                        f"sw {base}, {off4}, {draw(st.integers(-5, 5))}",
+                        f"sb {base}, {byte}, {r}",
+                        f"sh {base}, {byte & ~1}, {r}",
+                        f"sd {base8}, {off8}, {d}",
+                        f"sd {base8}, {off8}, {draw(st.integers(-5, 5))}",
+                        f"sw_id {base}, {off4}",
+                        f"acquire zero, {bit}, nz, {target}",
+                        f"acquire zero, {bit}, z, L{i + 1}",
+                        f"release zero, {bit}, nz, L{i + 1}",
+                        f"jneq {r}, {draw(st.integers(0, 4))}, {target}",
+                    ]
+                )
+            )
+        )
+    lines.append(f"L{n}: jump L0")
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=shared_memory_programs(),
+    seed=st.integers(0, 2**32 - 1),
+    ready=st.integers(2, 16),
+    cycles=st.integers(50, 4000),
+    chunk=st.sampled_from([None, 9, 100]),
+)
+def test_windows_order_shared_accesses_as_cycle_by_cycle_issue(
+    text: str, seed: int, ready: int, cycles: int, chunk: int | None
+) -> None:
+    """Stores, loads and atomic operations of different threads on the same bytes: every
+    thread must read, and leave in WRAM and the atomic bits, what issue order gives."""
+    asm = _program(text)
+    windowed, stepped = _machines(asm, seed, 16, ready)
+    rng = np.random.default_rng(seed)
+    bases = 8 * rng.integers(0, 8, size=(16, 2))
+    for m in (windowed, stepped):
+        m.regs[:, 6:8] = bases  # aligned computed bases (the random registers rarely are)
+    _compare(windowed, stepped, cycles, 3000, chunk)
+
+
 def _program(text: str) -> Asm:
     asm = Asm()
     for w in text_words(assemble_program(text).elf):
