@@ -53,7 +53,8 @@ def programs(draw: st.DrawFn) -> list[int]:
 
 def _state(m: Machine) -> list[np.ndarray]:
     dv = m.dv.copy()
-    dv[[I.D_ROUNDS, I.D_AGAIN, I.D_WNF, I.D_CUTTER]] = 0  # the windows' own bookkeeping
+    # the windows' own bookkeeping, and the program's compiled step (see test_isa_step.py)
+    dv[[I.D_ROUNDS, I.D_AGAIN, I.D_WNF, I.D_CUTTER, I.D_STEP, I.D_STEP_OUT, I.D_STEP_OUT + 1]] = 0
     return [m.regs, m.th, dv, m.atomic, m.wram, m.dma]
 
 

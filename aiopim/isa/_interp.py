@@ -272,7 +272,9 @@ D_ROUNDS: Final = 25  # slots per thread of the next window (0: not set yet)
 D_AGAIN: Final = 26  # 1: the issue pattern of the last window (in the work array) goes on
 D_WNF: Final = 27  # the number of threads of that pattern
 D_CUTTER: Final = 28  # the thread whose slot ended the last window (it runs first in the next)
-ND: Final = 29
+D_STEP: Final = 29  # address of the program's compiled fast step (0: thread_slots; see below)
+D_STEP_OUT: Final = 30  # what that step returns besides its count: next slot, last PC
+ND: Final = 32
 
 BIG: Final = 1 << 62
 
@@ -520,6 +522,24 @@ def thread_slots(
     return cs, n, lastpc
 
 
+def call_step(
+    step: int,
+    regs: npt.NDArray[np.int64],
+    wram: npt.NDArray[np.uint8],
+    atomic: npt.NDArray[np.uint8],
+    th: npt.NDArray[np.int64],
+    dv: npt.NDArray[np.int64],
+    t: int,
+    cs: int,
+    fe: int,
+    per: int,
+) -> int:
+    """:func:`thread_slots` through the program's compiled step at address ``step`` (see
+    :mod:`._specialize`): the number issued; the next slot and the last PC in
+    ``dv[D_STEP_OUT:]``. Only the compiled loop can call it."""
+    raise RuntimeError("a program's compiled fast step runs only in the compiled loop")
+
+
 def run(
     code: npt.NDArray[np.int64],
     regs: npt.NDArray[np.int64],
@@ -546,6 +566,7 @@ def run(
     instr = dv[D_INSTR]
     last = dv[D_LAST]
     lastpc = dv[D_LAST_PC]
+    step = dv[D_STEP]  # the program's own fast step (compiled loop only), or 0
     # ---- thread-major windows (see "Windows" in the module docstring) ----
     fw = False  # inside a window
     fend = False  # the slot ``cs`` of thread ``t`` cannot be issued in the window
@@ -599,7 +620,14 @@ def run(
                 cs += per
             while True:
                 if k >= 0 and cs < fe:
-                    cs, done, donepc = thread_slots(code, regs, th, wram, atomic, t, cs, fe, per)
+                    if step != 0:
+                        done = call_step(step, regs, wram, atomic, th, dv, t, cs, fe, per)
+                        cs = dv[D_STEP_OUT]
+                        donepc = dv[D_STEP_OUT + 1]
+                    else:
+                        cs, done, donepc = thread_slots(
+                            code, regs, th, wram, atomic, t, cs, fe, per
+                        )
                     if done > 0:
                         instr += done
                         issued += done
@@ -1428,8 +1456,11 @@ def jit_dispatcher() -> Callable[..., int]:
         import numba
         from numba.extending import register_jitable
 
+        from ._specialize import register_call_step
+
         register_jitable(inline="always")(ends_window)
         register_jitable(inline="always")(thread_slots)
+        register_call_step(call_step)
         # no reference counting: the loop allocates nothing and its caller keeps every array
         # alive, and numba's counting around the inlined fast step cost about a sixth of the
         # key-sum's time

@@ -28,7 +28,7 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -105,6 +105,33 @@ class DecodedBinary:
     code: npt.NDArray[np.int64]
     #: (instruction index, name) of the functions and labels of ``.text``, sorted
     functions: list[tuple[int, str]]
+    #: DPUs started with it in the compiled loop, and its compiled fast step (see
+    #: :func:`compiled_step`): None until asked for, 0 if it keeps the generic one
+    starts: int = 0
+    step: int | None = None
+
+
+#: ``AIOPIM_ISA_STEP=auto`` (the default): a binary gets its own compiled fast step once this
+#: many DPUs have started it (a rank's worth: compiling costs seconds the first time on a machine)
+STEP_AFTER_STARTS: Final = 64
+
+
+def compiled_step(binary: DecodedBinary) -> int:
+    """The address of ``binary``'s own compiled fast step for a DPU starting it in the compiled
+    loop (0: the generic step). ``AIOPIM_ISA_STEP``: ``auto`` (default) once the binary has
+    started on :data:`STEP_AFTER_STARTS` DPUs, ``1`` always, ``0`` never. Results are the same
+    either way; only the speed differs."""
+    mode = os.environ.get("AIOPIM_ISA_STEP", "auto").strip().lower()
+    if mode in ("0", "off", "no", "false", ""):
+        return 0
+    binary.starts += 1
+    if binary.step is None:
+        if mode == "auto" and binary.starts < STEP_AFTER_STARTS:
+            return 0
+        from ._specialize import step_address
+
+        binary.step = step_address(binary.code)
+    return binary.step
 
 
 #: the largest IRAM of any chip, in bytes (what a loaded program can occupy)
@@ -262,7 +289,16 @@ class IsaRunner(DpuRunner):
         self.dv[I.D_PS_DEN] = den
         self.run_id += 1
         self.active = True
-        self._run = I.get_run(jit_enabled())
+        jit = jit_enabled()
+        self._run = I.get_run(jit)
+        if jit and self.code is self.binary.code:
+            waiting = self.binary.step is None
+            step = self.dv[I.D_STEP] = compiled_step(self.binary)
+            if waiting and step:
+                # the binary just got its step: the DPUs already running it take it too
+                for r in _scheduler(self.dpu.kernel).runners:
+                    if r.active and r.binary is self.binary and r.code is self.binary.code:
+                        r.dv[I.D_STEP] = step
         self.trace = collections.deque(maxlen=self.trace_length) if self.trace_length > 0 else None
         _scheduler(self.dpu.kernel).add(self)
 
@@ -466,6 +502,7 @@ class IsaRunner(DpuRunner):
         code[len(self.code) :, 0] = OP_ILLEGAL  # until written
         code[first:end] = rows
         self.code = code
+        self.dv[I.D_STEP] = 0  # the binary's compiled step no longer matches the rows
 
     # -- faults ---------------------------------------------------------------------------------
     def _fault(self) -> _Outcome:
