@@ -245,18 +245,23 @@ def cache_dir() -> Path:
 _STEPS: dict[str, tuple[int, Any]] = {}
 
 
+def step_file(source: str) -> Path:
+    """Where the step of this source is kept (its name is the hash of the source)."""
+    return cache_dir() / f"step_{hashlib.sha256(source.encode()).hexdigest()[:32]}.py"
+
+
 def step_address(code: npt.NDArray[np.int64]) -> int:
     """The address of ``code``'s compiled fast step, compiling (or loading) it the first time
     in the process; 0 when the program keeps the generic step."""
     source = step_source(code)
     if source is None:
         return 0
-    key = hashlib.sha256(source.encode()).hexdigest()[:32]
+    path = step_file(source)
+    key = path.stem
     known = _STEPS.get(key)
     if known is not None:
         return known[0]
-    folder = cache_dir()
-    path = folder / f"step_{key}.py"
+    folder = path.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
         if not path.exists():
@@ -265,7 +270,7 @@ def step_address(code: npt.NDArray[np.int64]) -> int:
             tmp.replace(path)
     except OSError:
         return 0  # no writable cache: the generic step
-    name = f"aiopim_isa_step_{key}"
+    name = f"aiopim_isa_{key}"
     try:
         spec = importlib.util.spec_from_file_location(name, path)
         assert spec is not None and spec.loader is not None
