@@ -656,6 +656,8 @@ class IsaScheduler:
             ).reshape(len(runners), I.NA)
             self._run_dpus = I.get_run_dpus_at()
         else:
+            for r in runners:
+                r.dv[I.D_STEP] = 0  # a compiled step runs only in the compiled loop
             self._lists = tuple(
                 [r.dpu.wram if name == "wram" else getattr(r, name) for r in runners]
                 for name in ("code", "regs", "th", "dv", "atomic", "wram", "dma", "scratch")
