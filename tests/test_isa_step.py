@@ -211,9 +211,57 @@ def test_the_step_policy(monkeypatch: pytest.MonkeyPatch) -> None:
     got = [_runner.compiled_step(binary) for _ in range(_runner.STEP_AFTER_STARTS)]
     assert got[:-1] == [0] * (_runner.STEP_AFTER_STARTS - 1)
     assert got[-1] == binary.step == _specialize.step_address(binary.code) != 0
-    # a program with more fast rows than a step is compiled for keeps the generic one
+    # a program with more fast rows than a step holds, and no loop, keeps the generic one
     big = "\n".join(f"add r{i % 20}, r{i % 7}, {i}" for i in range(_specialize.MAX_ROWS + 1))
     assert _specialize.step_source(_code(big + "\n")) is None
+
+
+def _straight(n: int, seed: int) -> str:
+    lines = (f"        xor r{6 + (i + seed) % 10}, r{6 + i % 9}, {i + seed}\n" for i in range(n))
+    return "".join(lines)
+
+
+#: more fast rows than a step holds: an outer loop too long for it around an inner loop
+LARGE = (
+    """
+        jeq id, 15, go
+        boot id, 1
+go:     move r1, 0
+outer:
+"""
+    + _straight(70, 1)
+    + """        move r2, 0
+inner:  add r3, r3, r2
+        xor r4, r4, r3
+        lsl r5, r4, 1
+        add r2, r2, 1
+        jltu r2, 40, inner
+"""
+    + _straight(70, 2)
+    + """        add r1, r1, 1
+        jltu r1, 3, outer
+        sw id4, 0, r5
+        stop
+"""
+)
+
+
+def test_a_large_program_holds_its_loops_and_runs_the_rest_generically() -> None:
+    asm = W._program(LARGE)
+    windowed, stepped = (Machine(asm, threads=16, jit=True) for _ in range(2))
+    code = windowed.code
+    fast = [pc for pc in range(len(code)) if code[pc, I.C_FW0] != 0]
+    assert len(fast) > _specialize.MAX_ROWS
+    inner = list(range(74, 79))  # add r3 ... jltu r2, 40, inner
+    assert _specialize.step_rows(code) == inner
+    for m in (windowed, stepped):
+        m.th[:, I.T_RUN] = I.RUN_STOPPED
+        m.th[0, I.T_RUN] = I.RUN_READY
+    windowed.dv[I.D_STEP] = _specialize.step_address(code)
+    assert windowed.dv[I.D_STEP] != 0
+    assert W._compare(windowed, stepped, 1 << 40, 400_000, 4000) == I.R_END
+    outer = 70 + 1 + 5 * 40 + 70 + 2
+    assert int(windowed.dv[I.D_INSTR]) == 16 * (3 + 3 * outer + 2) - 1  # the last boots none
 
 
 def _keysum(monkeypatch: pytest.MonkeyPatch, mode: str) -> dict[str, Any]:

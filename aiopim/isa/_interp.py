@@ -624,6 +624,15 @@ def run(
                         done = call_step(step, regs, wram, atomic, th, dv, t, cs, fe, per)
                         cs = dv[D_STEP_OUT]
                         donepc = dv[D_STEP_OUT + 1]
+                        pc = th[t, T_PC]
+                        if cs < fe and pc >= 0 and pc < nprog and code[pc, C_FW0] != 0:
+                            # a fast row outside the step's loops: the generic step goes on
+                            cs, more, morepc = thread_slots(
+                                code, regs, th, wram, atomic, t, cs, fe, per
+                            )
+                            if more > 0:
+                                done += more
+                                donepc = morepc
                     else:
                         cs, done, donepc = thread_slots(
                             code, regs, th, wram, atomic, t, cs, fe, per

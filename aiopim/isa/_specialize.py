@@ -30,8 +30,12 @@ import numpy.typing as npt
 
 from ..timing import REVOLVER_CYCLES
 from ._semantics import (
+    C_COND,
     C_FW0,
     C_FW1,
+    C_MODE,
+    C_PC,
+    CN_FALSE,
     FAST_ACQUIRE,
     FAST_ADD,
     FAST_ADDC,
@@ -60,11 +64,12 @@ from ._semantics import (
     JC_NZ,
     JC_TRUE,
     JC_Z,
+    MODE_JUMP,
 )
 
-#: programs with more fast rows keep the generic step: numba's compile time grows faster than
-#: the rows (about 3 s for the key-sum's 74, 7 s for 128, 150 s for 600), and beyond a few
-#: hundred a chain of tests overflows its recursion
+#: the most fast rows one step holds (a larger program's step holds its loops): numba's compile
+#: time grows faster than the rows (about 3 s for the key-sum's 74, 7 s for 128, 150 s for
+#: 600), and beyond a few hundred a chain of tests overflows its recursion
 MAX_ROWS: Final = 128
 
 _M32: Final = 0xFFFFFFFF
@@ -223,14 +228,35 @@ def _dispatch(rows: list[tuple[int, list[str]]], indent: str) -> list[str]:
     return [*out, f"{indent}else:", f"{indent}    break"]
 
 
-def step_source(code: npt.NDArray[np.int64]) -> str | None:
-    """The module source of ``code``'s fast step (None: no fast row, or too many)."""
-    rows = [
-        (pc, _row_body(pc, int(code[pc, C_FW0]), int(code[pc, C_FW1])))
+def step_rows(code: npt.NDArray[np.int64]) -> list[int]:
+    """The fast rows the step holds: all of them, or, in a larger program, those of its loops
+    (the rows between a backward jump and its target), innermost loops first, up to
+    :data:`MAX_ROWS`. The loop runs the others with the generic step."""
+    fast = [pc for pc in range(code.shape[0]) if int(code[pc, C_FW0]) & FW_KIND != FAST_NONE]
+    if len(fast) <= MAX_ROWS:
+        return fast
+    loops = sorted(
+        (pc - int(code[pc, C_PC]), int(code[pc, C_PC]), pc)
         for pc in range(code.shape[0])
-        if int(code[pc, C_FW0]) & FW_KIND != FAST_NONE
+        if code[pc, C_MODE] == MODE_JUMP
+        and code[pc, C_COND] != CN_FALSE
+        and 0 <= code[pc, C_PC] <= pc
+    )
+    chosen: set[int] = set()
+    for _, first, last in loops:
+        rows = {p for p in range(first, last + 1) if int(code[p, C_FW0]) & FW_KIND != FAST_NONE}
+        if len(chosen | rows) > MAX_ROWS:
+            continue
+        chosen |= rows
+    return sorted(chosen)
+
+
+def step_source(code: npt.NDArray[np.int64]) -> str | None:
+    """The module source of ``code``'s fast step (None: no row to hold)."""
+    rows = [
+        (pc, _row_body(pc, int(code[pc, C_FW0]), int(code[pc, C_FW1]))) for pc in step_rows(code)
     ]
-    if not rows or len(rows) > MAX_ROWS:
+    if not rows:
         return None
     return _HEADER + "\n".join(_dispatch(rows, "        ")) + "\n" + _FOOTER
 
