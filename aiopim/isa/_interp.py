@@ -537,7 +537,15 @@ def call_step(
     """:func:`thread_slots` through the program's compiled step at address ``step`` (see
     :mod:`._specialize`): the number issued; the next slot and the last PC in
     ``dv[D_STEP_OUT:]``. Only the compiled loop can call it."""
+    return _call_step(step, regs, wram, atomic, th, dv, t, cs, fe, per)  # type: ignore[no-any-return]
+
+
+def _no_compiled_step(*args: Any) -> int:
     raise RuntimeError("a program's compiled fast step runs only in the compiled loop")
+
+
+#: the body of :func:`call_step`: numba's intrinsic once :func:`jit_dispatcher` has run
+_call_step: Callable[..., Any] = _no_compiled_step
 
 
 def run(
@@ -1465,11 +1473,13 @@ def jit_dispatcher() -> Callable[..., int]:
         import numba
         from numba.extending import register_jitable
 
-        from ._specialize import register_call_step
+        from ._specialize import call_step_intrinsic
 
+        global _call_step
+        _call_step = call_step_intrinsic()
         register_jitable(inline="always")(ends_window)
         register_jitable(inline="always")(thread_slots)
-        register_call_step(call_step)
+        register_jitable(inline="always")(call_step)
         # no reference counting: the loop allocates nothing and its caller keeps every array
         # alive, and numba's counting around the inlined fast step cost about a sixth of the
         # key-sum's time

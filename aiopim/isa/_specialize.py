@@ -315,16 +315,16 @@ def step_address(code: npt.NDArray[np.int64]) -> int:
     return address
 
 
-def register_call_step(call_step: Any) -> None:
-    """Give numba the compiled version of :func:`_interp.call_step`: a call through the
-    step's address with the arrays' data pointers."""
+def call_step_intrinsic() -> Any:
+    """numba's compiled body of :func:`_interp.call_step`: a call through the step's address
+    with the arrays' data pointers."""
     from llvmlite import ir
     from numba import types
-    from numba.extending import intrinsic, overload
+    from numba.extending import intrinsic
 
     from ._interp import D_STEP_OUT
 
-    def _call_typer(
+    def typer(
         typingctx: Any,
         step: Any,
         regs: Any,
@@ -337,8 +337,6 @@ def register_call_step(call_step: Any) -> None:
         fe: Any,
         per: Any,
     ) -> Any:
-        signature = types.int64(step, regs, wram, atomic, th, dv, t, cs, fe, per)
-
         def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
             i64 = ir.IntType(64)
             p8 = ir.IntType(8).as_pointer()
@@ -354,51 +352,12 @@ def register_call_step(call_step: Any) -> None:
             wram_size = builder.extract_value(array(2).shape, 0)
             out = builder.gep(array(5).data, [ir.Constant(i64, D_STEP_OUT)])
             target = builder.inttoptr(integer(0), fnty.as_pointer())
+            pointers = [array(i).data for i in range(1, 5)]
             return builder.call(
                 target,
-                [
-                    array(1).data,
-                    array(2).data,
-                    wram_size,
-                    array(3).data,
-                    array(4).data,
-                    integer(6),
-                    integer(7),
-                    integer(8),
-                    integer(9),
-                    out,
-                ],
+                [*pointers[:2], wram_size, *pointers[2:], *map(integer, range(6, 10)), out],
             )
 
-        return signature, codegen
+        return types.int64(step, regs, wram, atomic, th, dv, t, cs, fe, per), codegen
 
-    _call: Any = intrinsic(_call_typer)
-
-    @overload(call_step)
-    def _overload(
-        step: Any,
-        regs: Any,
-        wram: Any,
-        atomic: Any,
-        th: Any,
-        dv: Any,
-        t: Any,
-        cs: Any,
-        fe: Any,
-        per: Any,
-    ) -> Any:
-        def impl(
-            step: Any,
-            regs: Any,
-            wram: Any,
-            atomic: Any,
-            th: Any,
-            dv: Any,
-            t: Any,
-            cs: Any,
-            fe: Any,
-            per: Any,
-        ) -> Any:
-            return _call(step, regs, wram, atomic, th, dv, t, cs, fe, per)
-
-        return impl
+    return intrinsic(typer)
