@@ -21,6 +21,7 @@ import hashlib
 import importlib.util
 import os
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any, Final
@@ -262,9 +263,15 @@ def step_source(code: npt.NDArray[np.int64]) -> str | None:
 
 
 def cache_dir() -> Path:
-    """Where generated steps and their compiled code are kept."""
+    """Where generated steps and their compiled code are kept (``AIOPIM_CACHE_DIR``, else
+    ``~/.cache/aiopim``, else the system's temporary directory when there is no home)."""
     root = os.environ.get("AIOPIM_CACHE_DIR")
-    return (Path(root) if root else Path.home() / ".cache" / "aiopim") / "isa-steps"
+    if not root:
+        try:
+            root = str(Path.home() / ".cache" / "aiopim")
+        except RuntimeError:
+            root = str(Path(tempfile.gettempdir()) / "aiopim")
+    return Path(root) / "isa-steps"
 
 
 #: source hash -> (address of the compiled step, its module, kept alive)
