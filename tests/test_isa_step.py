@@ -246,6 +246,11 @@ inner:  add r3, r3, r2
 )
 
 
+def test_a_loop_closed_by_a_jump_is_a_loop() -> None:
+    text = "top:\n" + _straight(4, 0) + "        jump top\n" + _straight(_specialize.MAX_ROWS, 3)
+    assert _specialize.step_rows(_code(text)) == [0, 1, 2, 3, 4]
+
+
 def test_a_large_program_holds_its_loops_and_runs_the_rest_generically() -> None:
     asm = W._program(LARGE)
     windowed, stepped = (Machine(asm, threads=16, jit=True) for _ in range(2))

@@ -31,10 +31,15 @@ import numpy.typing as npt
 
 from ..timing import REVOLVER_CYCLES
 from ._semantics import (
+    C_AK,
+    C_AV,
+    C_BK,
+    C_BV,
     C_COND,
     C_FW0,
     C_FW1,
     C_MODE,
+    C_OP,
     C_PC,
     CN_FALSE,
     FAST_ACQUIRE,
@@ -65,7 +70,10 @@ from ._semantics import (
     JC_NZ,
     JC_TRUE,
     JC_Z,
+    K_IMM,
+    K_REG,
     MODE_JUMP,
+    OP_CALL,
 )
 
 #: the most fast rows one step holds (a larger program's step holds its loops): numba's compile
@@ -74,6 +82,7 @@ from ._semantics import (
 MAX_ROWS: Final = 128
 
 _M32: Final = 0xFFFFFFFF
+_ZERO_REGISTER: Final = 24  # the constant register ``zero``
 _REG_COLUMNS: Final = 32  # columns of ``regs``
 _TH_COLUMNS: Final = 5  # columns of ``th``: PC, run state, next issue, ZF, CF
 
@@ -229,6 +238,17 @@ def _dispatch(rows: list[tuple[int, list[str]]], indent: str) -> list[str]:
     return [*out, f"{indent}else:", f"{indent}    break"]
 
 
+def _backward_target(code: npt.NDArray[np.int64], pc: int) -> int:
+    """The target of row ``pc`` if it may jump to a fixed row (a conditional jump, or a
+    ``jump``/``call`` to a constant), else -1."""
+    if code[pc, C_MODE] == MODE_JUMP and code[pc, C_COND] != CN_FALSE:
+        return int(code[pc, C_PC])
+    constant_call = code[pc, C_OP] == OP_CALL and code[pc, C_BK] == K_IMM
+    if constant_call and code[pc, C_AK] == K_REG and code[pc, C_AV] == _ZERO_REGISTER:
+        return int(code[pc, C_BV])
+    return -1
+
+
 def step_rows(code: npt.NDArray[np.int64]) -> list[int]:
     """The fast rows the step holds: all of them, or, in a larger program, those of its loops
     (the rows between a backward jump and its target), innermost loops first, up to
@@ -237,11 +257,9 @@ def step_rows(code: npt.NDArray[np.int64]) -> list[int]:
     if len(fast) <= MAX_ROWS:
         return fast
     loops = sorted(
-        (pc - int(code[pc, C_PC]), int(code[pc, C_PC]), pc)
+        (pc - target, target, pc)
         for pc in range(code.shape[0])
-        if code[pc, C_MODE] == MODE_JUMP
-        and code[pc, C_COND] != CN_FALSE
-        and 0 <= code[pc, C_PC] <= pc
+        if 0 <= (target := _backward_target(code, pc)) <= pc
     )
     chosen: set[int] = set()
     for _, first, last in loops:
