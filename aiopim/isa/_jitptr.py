@@ -105,15 +105,16 @@ def _serve_dma_at(th: Any, dv: Any, dma: Any, wram: Any, pages: Any, pmap: Any) 
                 nb = size - pos
             e = pmap[a >> I.PAGE_SHIFT]
             w = waddr + pos
+            # whole words (a DMA's addresses and size are multiples of 8): 8 times fewer steps
+            # than a byte slice, which numba copies one byte at a time
+            words = carray(_i64(wram.ctypes.data + w), nb >> 3)
             if kind == I.DMA_LDMA:
                 if e == I.PM_ZERO:
-                    wram[w : w + nb] = 0
+                    words[:] = 0
                 else:
-                    page = carray(_u8(pages[e >> 1]), _PAGE)
-                    wram[w : w + nb] = page[off : off + nb]
+                    words[:] = carray(_i64(pages[e >> 1] + off), nb >> 3)
             else:
-                page = carray(_u8(pages[e >> 1]), _PAGE)
-                page[off : off + nb] = wram[w : w + nb]
+                carray(_i64(pages[e >> 1] + off), nb >> 3)[:] = words
             pos += nb
         th[t, I.T_RUN] = I.RUN_READY
     dv[I.D_DMA_MIN] = nxt
