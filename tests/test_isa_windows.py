@@ -256,6 +256,47 @@ def test_programs_run_the_same_in_windows_and_step_by_step(program: str) -> None
             assert int(windowed.dv[I.D_LAST]) == 11 * (loop + 1 - 1)
 
 
+#: thread 0 holds the lock through a long loop while the others spin on it, then each takes it
+#: in turn
+HELD_LOCK = """
+        jeq id, 15, start
+        boot id, 1
+start:  jnz id, wait
+        acquire zero, 0, z, .+1
+        move r1, 0
+hold:   add r1, r1, 1
+        jltu r1, 400, hold
+        release zero, 0, nz, .+1
+        stop
+wait:   acquire zero, 0, nz, wait
+        lw r2, zero, 64
+        move r4, id
+        add r2, r2, r4
+        sw zero, 64, r2
+        release zero, 0, nz, .+1
+        stop
+"""
+
+
+@pytest.mark.parametrize("chunk", [None, 50, 333])
+def test_threads_spinning_on_a_held_lock_are_counted_not_run(chunk: int | None) -> None:
+    """Threads whose window part starts on a spin (``_interp.spins``) issue the same slots, with
+    the same flags and next issues, as when run cycle by cycle, and their registers stay."""
+    asm = _program(HELD_LOCK)
+    windowed, stepped = (Machine(asm, threads=16, jit=True) for _ in range(2))
+    for m in (windowed, stepped):
+        m.th[:, I.T_RUN] = I.RUN_STOPPED
+        m.th[0, I.T_RUN] = I.RUN_READY
+        m.regs[:, 3] = 7
+    # part way: thread 0 still holds the lock, the others have spun for many windows
+    _compare(windowed, stepped, 4000, 100_000, chunk)
+    assert windowed.scratch[1:16, I.SCR_SPIN].all()  # they were counted
+    assert (windowed.th[1:16, I.T_PC] == windowed.th[1, I.T_PC]).all()
+    assert (windowed.regs[1:16, 3] == 7).all()
+    assert _compare(windowed, stepped, 1 << 40, 100_000, chunk) == I.R_END
+    assert int(windowed.wram[64:68].view(np.uint32)[0]) == sum(range(1, 16))
+
+
 def _issues(nexts: list[int], c0: int, cycles: int) -> list[tuple[int, int]]:
     """The issue rule on ready-list positions (round-robin after the last issuer, a thread at
     most once every REVOLVER_CYCLES): (cycle, position) of every issue in ``cycles`` cycles."""

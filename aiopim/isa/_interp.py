@@ -282,10 +282,11 @@ BIG: Final = 1 << 62
 #: most slots of each thread in one window
 WINDOW_ROUNDS: Final = 256
 #: columns of the work array: by thread, its registers (0-23; the others are constants) and
-#: state (SCR_TH...) saved when
-#: it starts in a window; by row, the window's threads in issue order and their offsets in the
-#: period and ready-list positions, and the ready list the issue rule is simulated on (thread,
-#: next issue, offset of its issue + 1)
+#: state (SCR_TH...) saved when it starts in a window, and whether that start was a spin
+#: (SCR_SPIN: registers not saved, a spin changes none); by row, the window's threads in issue
+#: order and their offsets in the period and ready-list positions, and the ready list the issue
+#: rule is simulated on (thread, next issue, offset of its issue + 1)
+SCR_SPIN: Final = 24
 SCR_TH: Final = 32
 SCR_ORDER: Final = SCR_TH + NTH
 SCR_OFF: Final = SCR_ORDER + 1
@@ -360,6 +361,36 @@ def ends_window(
     if op == OP_CLR_RUN:
         return bool(th[wi, T_RUN] == RUN_READY)
     return bool(th[wi, T_RUN] == RUN_STOPPED)
+
+
+def spins(
+    code: npt.NDArray[np.int64],
+    regs: npt.NDArray[np.int64],
+    th: npt.NDArray[np.int64],
+    atomic: npt.NDArray[np.uint8],
+    t: int,
+) -> bool:
+    """Whether thread ``t`` is at an acquire of a bit already set that jumps back to itself
+    (a spin on a held lock): inside a window it issues that row at every slot, changing
+    nothing but its flags and next issue, since no thread can release the bit there."""
+    pc = th[t, T_PC]
+    if pc < 0 or pc >= code.shape[0]:
+        return False
+    w0 = code[pc, C_FW0]
+    if w0 & FW_KIND != FAST_ACQUIRE or w0 >> FW_PC != pc:
+        return False
+    jc = (w0 >> FW_JUMP) & 7
+    if jc != JC_TRUE and jc != JC_NZ:
+        return False
+    w1 = code[pc, C_FW1]
+    av = w1 & M32
+    if (w0 >> FW_AREG) & 1:
+        av = regs[t, av]
+    bv = (w1 >> 32) & M32
+    if (w0 >> FW_BREG) & 1:
+        bv = regs[t, bv]
+    wv = ((av & M32) + (bv & M32)) & 0xFFFF
+    return bool(atomic[((wv >> 8) ^ wv) & 0xFF] != 0)
 
 
 def thread_slots(
@@ -614,8 +645,9 @@ def run(
                         rounds >>= 1
                     for kk in range(k + 1):
                         q = scratch[kk, SCR_ORDER]
-                        for j in range(24):
-                            regs[q, j] = scratch[q, j]
+                        if scratch[q, SCR_SPIN] == 0:
+                            for j in range(24):
+                                regs[q, j] = scratch[q, j]
                         for j in range(NTH):
                             th[q, j] = scratch[q, SCR_TH + j]
                     instr = w_instr
@@ -662,11 +694,29 @@ def run(
                 if k >= nf:
                     break
                 t = scratch[k, SCR_ORDER]
-                for j in range(24):
-                    scratch[t, j] = regs[t, j]
                 for j in range(NTH):
                     scratch[t, SCR_TH + j] = th[t, j]
                 cs = c0 + scratch[k, SCR_OFF]
+                if cs < fe and spins(code, regs, th, atomic, t):
+                    # every slot to the window's end spins: count them instead of running them
+                    scratch[t, SCR_SPIN] = 1
+                    done = (fe - 1 - cs) // per + 1
+                    cs += done * per
+                    w0 = code[th[t, T_PC], C_FW0]
+                    if (w0 >> FW_FLAGS) & 1:
+                        th[t, T_ZF] = 0
+                    if (w0 >> FW_FLAGS) & 2:
+                        th[t, T_CF] = 0
+                    th[t, T_NEXT] = cs - per + REVOLVER_CYCLES
+                    instr += done
+                    issued += done
+                    rr = t
+                    last = cs - per
+                    lastpc = th[t, T_PC]
+                else:
+                    scratch[t, SCR_SPIN] = 0
+                    for j in range(24):
+                        scratch[t, j] = regs[t, j]
             if k >= nf:
                 # the window is done: every issue before ``fe`` happened
                 fw = False
@@ -1478,6 +1528,7 @@ def jit_dispatcher() -> Callable[..., int]:
         global _call_step
         _call_step = call_step_intrinsic()
         register_jitable(inline="always")(ends_window)
+        register_jitable(inline="always")(spins)
         register_jitable(inline="always")(thread_slots)
         register_jitable(inline="always")(call_step)
         # no reference counting: the loop allocates nothing and its caller keeps every array
