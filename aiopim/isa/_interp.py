@@ -610,6 +610,7 @@ def run(
     fw = False  # inside a window
     fend = False  # the slot ``cs`` of thread ``t`` cannot be issued in the window
     cool = 0  # exact issues left before the next attempt to open a window
+    hold = -1  # and no attempt before this cycle has passed
     rounds = dv[D_ROUNDS]  # slots per thread of the next window (halved by a re-run)
     if rounds <= 0:
         rounds = WINDOW_ROUNDS
@@ -760,7 +761,7 @@ def run(
                 again = False  # a thread becomes ready: another issue pattern
                 reason = R_DMA_DUE
                 break
-            if cool <= 0 and c < cycle_limit and nthreads > 0:
+            if cool <= 0 and c > hold and c < cycle_limit and nthreads > 0:
                 fcut = False
                 if again:
                     again = False
@@ -871,7 +872,12 @@ def run(
                     k = -1  # the first thread starts below, as every next one does
                     fw = True
                     continue
-                cool = nthreads
+                if steady and fcut and fe > c0 and c0 + scratch[0, SCR_OFF] + per >= fe:
+                    # too short: the slot that ends it issues cycle by cycle, then try again
+                    cool = 0
+                    hold = fe
+                else:
+                    cool = nthreads
             cool -= 1
             # pick the next ready thread in round-robin order
             t = -1
