@@ -64,6 +64,25 @@ L3:     sw zero, 0, r1
 """
 
 
+#: short loops whose straight runs the step runs inline (``_specialize._fused``), with loads
+#: and an acquire that may stop it in the middle of a run, and jumps into the middle of one
+FUSED_RUNS = """
+L0:     lw r6, r7, 16
+        add r1, r1, r6
+        ld d8, r10, 8
+        acquire zero, 5, z, .+1
+        addc r2, r2, r9
+L1:     xor r3, r3, r1
+        jltu r3, r4, L0
+        lsl r5, r5, 1
+        acquire zero, 6, nz, L1
+        lw r11, r12, 4
+        sub r13, r13, r5
+        add r14, r14, 1, nz, L1
+        call r23, L0
+"""
+
+
 def _code(text: str) -> np.ndarray:
     words = text_words(assemble_program(text).elf)
     return compile_program(decode_program(np.array(words, np.uint64)))
@@ -96,10 +115,22 @@ def _specialized(
     return dv[I.D_STEP_OUT], n, dv[I.D_STEP_OUT + 1]
 
 
-@pytest.fixture(scope="module")
-def all_forms() -> tuple[np.ndarray, int]:
-    code = _code(ALL_FAST_FORMS)
+@pytest.fixture(scope="module", params=["all forms", "fused runs"])
+def program_step(request: pytest.FixtureRequest) -> tuple[np.ndarray, int]:
+    code = _code({"all forms": ALL_FAST_FORMS, "fused runs": FUSED_RUNS}[request.param])
     return code, _specialize.step_address(code)
+
+
+def test_straight_runs_of_short_loops_are_fused() -> None:
+    """The step of FUSED_RUNS runs each straight run of its loops in one branch, from the run's
+    first row to its jump, or to the next jump target; other rows have a branch of their own."""
+    source = _specialize.step_source(_code(FUSED_RUNS))
+    assert source is not None
+    branches = {int(b.split(":")[0]): b for b in source.split(" pc == ")[1:]}  # row -> its branch
+    runs = {pc: [int(x.split()[0]) for x in b.split("lastpc = ")[1:]] for pc, b in branches.items()}
+    fused = {0: [0, 1, 2, 3, 4], 5: [5, 6], 7: [7, 8], 9: [9, 10, 11]}
+    assert runs == {pc: fused.get(pc, [pc]) for pc in range(13)}
+    assert branches[0].count("if cs >= fe:") == 4
 
 
 @settings(max_examples=300, deadline=None)
@@ -111,9 +142,9 @@ def all_forms() -> tuple[np.ndarray, int]:
     per=st.sampled_from([1, 11, 16]),
 )
 def test_compiled_step_issues_what_thread_slots_issues(
-    all_forms: tuple[np.ndarray, int], seed: int, t: int, pc: int, slots: int, per: int
+    program_step: tuple[np.ndarray, int], seed: int, t: int, pc: int, slots: int, per: int
 ) -> None:
-    code, step = all_forms
+    code, step = program_step
     assert step != 0
     rng = np.random.default_rng(seed)
     regs = np.zeros((4, 32), np.int64)

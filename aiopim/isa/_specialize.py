@@ -4,8 +4,9 @@
 kinds, jump condition, flags and destination are tested at each instruction. For a given
 program those are constants, so this module writes the fast step of that program as Python
 source (one branch per fast row, with its operands, flags and jump decided when the source is
-written), compiles it with numba as a C-callable function, and gives the loop its address
-(``dv[D_STEP]``); the loop calls it through that address instead of running ``thread_slots``.
+written; in short loops, a branch runs a whole straight run of rows), compiles it with numba
+as a C-callable function, and gives the loop its address (``dv[D_STEP]``); the loop calls it
+through that address instead of running ``thread_slots``.
 It issues exactly what ``thread_slots`` issues (the tests compare them instruction for
 instruction), several times faster.
 
@@ -77,9 +78,13 @@ from ._semantics import (
 )
 
 #: the most fast rows one step holds (a larger program's step holds its loops): numba's compile
-#: time grows faster than the rows (about 3 s for the key-sum's 74, 7 s for 128, 150 s for
-#: 600), and beyond a few hundred a chain of tests overflows its recursion
+#: time grows faster than the rows (about 5.5 s for the key-sum's 74 with its runs inlined, 7 s
+#: for 128, 150 s for 600), and beyond a few hundred a chain of tests overflows its recursion
 MAX_ROWS: Final = 128
+#: the most rows one branch of the step runs inline, and the longest loop (in rows) whose
+#: straight runs it runs so (longer loops are rarely hot; inlining copies rows, which numba
+#: then compiles again)
+MAX_FUSED: Final = 16
 
 _M32: Final = 0xFFFFFFFF
 _ZERO_REGISTER: Final = 24  # the constant register ``zero``
@@ -229,6 +234,42 @@ def _row_body(pc: int, w0: int, w1: int) -> list[str]:
     return out
 
 
+def _jump_target(w0: int) -> int:
+    """The fixed row a fast row may jump to when the fast step runs it (-1: none; a call's
+    target is computed)."""
+    f = w0 & FW_KIND
+    jc = (w0 >> FW_JUMP) & 7
+    if f in (FAST_CALL, FAST_LW, FAST_LD) or jc == JC_NONE:
+        return -1
+    if f == FAST_ACQUIRE and jc not in (JC_TRUE, JC_NZ):
+        return -1  # it runs only when the bit is set: a z jump is never taken
+    return w0 >> FW_PC
+
+
+def _falls_through(w0: int) -> bool:
+    """Whether a fast row always goes on to the next row."""
+    return w0 & FW_KIND != FAST_CALL and _jump_target(w0) == -1
+
+
+def _fused(
+    pc: int, bodies: dict[int, list[str]], words: dict[int, int], leaders: set[int]
+) -> list[str]:
+    """Row ``pc`` and, inline, the rows it falls through to, up to the next jump or leader
+    (at most :data:`MAX_FUSED` rows): one dispatch for the whole run of rows."""
+    out = list(bodies[pc])
+    length = 1
+    while (
+        length < MAX_FUSED
+        and _falls_through(words[pc])
+        and pc + 1 in bodies
+        and pc + 1 not in leaders
+    ):
+        pc += 1
+        out += ["n += 1", "cs += per", "if cs >= fe:", "    break", *bodies[pc]]
+        length += 1
+    return out
+
+
 def _dispatch(rows: list[tuple[int, list[str]]], indent: str) -> list[str]:
     """One chain of ``pc ==`` tests (LLVM makes it a jump table)."""
     out: list[str] = []
@@ -272,11 +313,24 @@ def step_rows(code: npt.NDArray[np.int64]) -> list[int]:
 
 def step_source(code: npt.NDArray[np.int64]) -> str | None:
     """The module source of ``code``'s fast step (None: no row to hold)."""
-    rows = [
-        (pc, _row_body(pc, int(code[pc, C_FW0]), int(code[pc, C_FW1]))) for pc in step_rows(code)
-    ]
-    if not rows:
+    chosen = step_rows(code)
+    if not chosen:
         return None
+    words = {pc: int(code[pc, C_FW0]) for pc in chosen}
+    bodies = {pc: _row_body(pc, words[pc], int(code[pc, C_FW1])) for pc in chosen}
+    # where runs start: after a jump or a row the step does not hold, and at jump targets
+    leaders = {pc for pc in chosen if pc - 1 not in words or not _falls_through(words[pc - 1])}
+    leaders |= {_jump_target(w0) for w0 in words.values()} - {-1}
+    in_loops = {
+        p
+        for pc in range(code.shape[0])
+        if 0 <= (target := _backward_target(code, pc)) <= pc and pc - target < MAX_FUSED
+        for p in range(target, pc + 1)
+    }
+    rows = [
+        (pc, _fused(pc, bodies, words, leaders) if pc in leaders and pc in in_loops else bodies[pc])
+        for pc in chosen
+    ]
     return _HEADER + "\n".join(_dispatch(rows, "        ")) + "\n" + _FOOTER
 
 
