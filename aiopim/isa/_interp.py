@@ -792,28 +792,33 @@ def run(
                         y = c0
                         while y < c0 + per:
                             pick = -1
+                            soonest = BIG
                             for q in range(nf):
                                 p = pos + 1 + q
                                 if p >= nf:
                                     p -= nf
-                                if scratch[p, SCR_NEXT] <= y:
+                                nx = scratch[p, SCR_NEXT]
+                                if nx <= y:
                                     pick = p
                                     break
+                                if nx < soonest:
+                                    soonest = nx
                             if pick < 0:
                                 if nf >= REVOLVER_CYCLES:
                                     steady = False  # an idle cycle: some thread misses the period
                                     break
-                            else:
-                                if scratch[pick, SCR_SEEN] != 0:
-                                    steady = False  # twice in one period
-                                    break
-                                scratch[pick, SCR_NEXT] = y + REVOLVER_CYCLES
-                                scratch[pick, SCR_SEEN] = y - c0 + 1
-                                scratch[m, SCR_ORDER] = scratch[pick, SCR_READY]
-                                scratch[m, SCR_OFF] = y - c0
-                                scratch[m, SCR_POS] = pick
-                                pos = pick
-                                m += 1
+                                y = soonest  # nobody issues before then
+                                continue
+                            if scratch[pick, SCR_SEEN] != 0:
+                                steady = False  # twice in one period
+                                break
+                            scratch[pick, SCR_NEXT] = y + REVOLVER_CYCLES
+                            scratch[pick, SCR_SEEN] = y - c0 + 1
+                            scratch[m, SCR_ORDER] = scratch[pick, SCR_READY]
+                            scratch[m, SCR_OFF] = y - c0
+                            scratch[m, SCR_POS] = pick
+                            pos = pick
+                            m += 1
                             y += 1
                         steady = steady and m == nf
                     if steady and nf > REVOLVER_CYCLES:
