@@ -1736,7 +1736,10 @@ A_DMA: Final = 8
 A_PMAP: Final = 9
 A_NPMAP: Final = 10
 A_SCRATCH: Final = 11
-NA: Final = 12
+#: where the batch copies the DPU's WRAM before running it (a speculative event's checkpoint,
+#: made next to the run, on the DPU's worker thread); 0 once done, or when not asked for
+A_SAVE_WRAM: Final = 12
+NA: Final = 13
 
 
 def address_row(
@@ -1767,6 +1770,7 @@ def address_row(
         pmap.ctypes.data,
         pmap.shape[0],
         scratch.ctypes.data,
+        0,
     ]
 
 

@@ -138,6 +138,11 @@ def run_dpus_at(tab: Any, pages: Any, sel: Any, until_ps: int, reasons: Any) -> 
         dma = carray(_i64(row[I.A_DMA]), (n, 4))
         pmap = carray(_i64(row[I.A_PMAP]), row[I.A_NPMAP])
         work = carray(_i64(row[I.A_SCRATCH]), (n, I.NSCR))
+        saved = row[I.A_SAVE_WRAM]
+        if saved != 0:
+            nw = row[I.A_NWRAM]
+            carray(_i64(saved), nw >> 3)[:] = carray(_i64(row[I.A_WRAM]), nw >> 3)
+            row[I.A_SAVE_WRAM] = 0
         limit = I.first_cycle(until_ps, dv[I.D_BOOT_PS], dv[I.D_PS_NUM], dv[I.D_PS_DEN])
         while True:
             r = _loop(code, regs, th, dv, atomic, wram, dma, limit, I.BIG, work)

@@ -282,6 +282,7 @@ class IsaRunner(DpuRunner):
             self.nr_threads, len(self.dpu.iram), self.dpu.mram.size
         )
         self.scratch = I.scratch(self.nr_threads)
+        self._saved = ()  # new arrays: the checkpoint's copies are made again at the next one
         self.boot_ps = self.dpu.kernel.now
         num, den = _clock_ratio(self.dpu.chip.frequency_hz)
         self.dv[I.D_BOOT_PS] = self.boot_ps
@@ -409,24 +410,31 @@ class IsaRunner(DpuRunner):
     def _state(self) -> tuple[npt.NDArray[Any], ...]:
         return (self.regs, self.th, self.dv, self.atomic, self.dma, self.scratch, self.dpu.wram)
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, wram: bool = True) -> None:
         """Copy what a run may change (registers, threads, DPU scalars, atomic bits, DMA
         engine, work array, WRAM, instruction rows) and, from now on, keep the old bytes of every
         MRAM page before its first write and of every IRAM write, so that :meth:`rollback` can
         bring the DPU back here. The loop writes only MRAM pages its map marks writable: the
-        marks are cleared here, and a page gets its mark back once its bytes are kept."""
+        marks are cleared here, and a page gets its mark back once its bytes are kept. With
+        ``wram=False`` the caller copies WRAM into :attr:`saved_wram` before the DPU runs."""
         state = self._state()
-        if len(self._saved) != len(state) or any(
-            a.shape != b.shape for a, b in zip(self._saved, state, strict=True)
-        ):
+        if not self._saved:
             self._saved = tuple(np.empty_like(a) for a in state)
-        for saved, live in zip(self._saved, state, strict=True):
+        for saved, live in zip(self._saved[:-1], state[:-1], strict=True):
             np.copyto(saved, live)
+        if wram:
+            np.copyto(self.saved_wram, self.dpu.wram)
         self._saved_code = self.code
         self._undo = []
         self.saved_pages = set()
         self.spec_dmas = []
         np.bitwise_and(self.pmap, ~1, out=self.pmap, where=self.pmap >= 0)
+
+    @property
+    def saved_wram(self) -> npt.NDArray[np.uint8]:
+        """Where :meth:`checkpoint` keeps WRAM (the last of the saved arrays)."""
+        saved: npt.NDArray[np.uint8] = self._saved[-1]
+        return saved
 
     @property
     def speculating(self) -> bool:
@@ -738,9 +746,13 @@ class IsaScheduler:
         for maddr, size in spans:
             self._export_pages(r, maddr >> I.PAGE_SHIFT, (maddr + size - 1) >> I.PAGE_SHIFT)
 
-    def _advance_all(self, active: list[IsaRunner], until_ps: int) -> list[tuple[int, _Outcome]]:
+    def _advance_all(
+        self, active: list[IsaRunner], until_ps: int, save_wram: bool = False
+    ) -> list[tuple[int, _Outcome]]:
         """Advance every runner of ``active`` to ``until_ps``; the index in ``active`` and the
-        outcome of each whose run ended."""
+        outcome of each whose run ended. ``save_wram``: first copy each one's WRAM into its
+        checkpoint (:meth:`IsaRunner.checkpoint` with ``wram=False``), in the compiled batch
+        when it runs them."""
         if not self._batched():
             outs = [r.advance(until_ps) for r in active]
             stopped = [(j, out) for j, out in enumerate(outs) if out is not None]
@@ -757,6 +769,14 @@ class IsaScheduler:
             sel = np.fromiter((slots[r] for r in active), np.int64, len(active))
             if active is self.runners:
                 self._sel = sel
+        if save_wram:
+            # the compiled batch copies whole words, right before the DPU runs on its thread
+            in_batch = self._jit and all(r.dpu.wram.shape[0] % 8 == 0 for r in active)
+            for i, r in enumerate(active):
+                if in_batch:
+                    self._table[sel[i], I.A_SAVE_WRAM] = r.saved_wram.ctypes.data
+                else:
+                    np.copyto(r.saved_wram, r.dpu.wram)
         ended: list[tuple[int, _Outcome]] = []
         todo = list(range(len(active)))  # the indices in ``active`` of ``sel``
         while True:
@@ -813,8 +833,8 @@ class IsaScheduler:
         poll = timing.COMPLETION_POLL_LATENCY_PS
         self.speculations += 1
         for r in active:
-            r.checkpoint()
-        ended = self._advance_all(active, target)
+            r.checkpoint(wram=False)
+        ended = self._advance_all(active, target, save_wram=True)
         stop = min([target, *(out.time_ps + poll for _, out in ended)])
         kept: list[tuple[int, int, int, _Outcome]] = []
         redo: list[IsaRunner] = []
