@@ -754,6 +754,9 @@ class IsaScheduler:
         checkpoint (:meth:`IsaRunner.checkpoint` with ``wram=False``), in the compiled batch
         when it runs them."""
         if not self._batched():
+            if save_wram:
+                for r in active:
+                    np.copyto(r.saved_wram, r.dpu.wram)
             outs = [r.advance(until_ps) for r in active]
             stopped = [(j, out) for j, out in enumerate(outs) if out is not None]
             if stopped:
