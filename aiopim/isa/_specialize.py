@@ -290,6 +290,15 @@ def _backward_target(code: npt.NDArray[np.int64], pc: int) -> int:
     return -1
 
 
+def _loops(code: npt.NDArray[np.int64]) -> list[tuple[int, int]]:
+    """(first, last) row of every loop: a backward jump (or constant jump/call) and its target."""
+    return [
+        (target, pc)
+        for pc in range(code.shape[0])
+        if 0 <= (target := _backward_target(code, pc)) <= pc
+    ]
+
+
 def step_rows(code: npt.NDArray[np.int64]) -> list[int]:
     """The fast rows the step holds: all of them, or, in a larger program, those of its loops
     (the rows between a backward jump and its target), innermost loops first, up to
@@ -297,13 +306,8 @@ def step_rows(code: npt.NDArray[np.int64]) -> list[int]:
     fast = [pc for pc in range(code.shape[0]) if int(code[pc, C_FW0]) & FW_KIND != FAST_NONE]
     if len(fast) <= MAX_ROWS:
         return fast
-    loops = sorted(
-        (pc - target, target, pc)
-        for pc in range(code.shape[0])
-        if 0 <= (target := _backward_target(code, pc)) <= pc
-    )
     chosen: set[int] = set()
-    for _, first, last in loops:
+    for first, last in sorted(_loops(code), key=lambda loop: (loop[1] - loop[0], *loop)):
         rows = {p for p in range(first, last + 1) if int(code[p, C_FW0]) & FW_KIND != FAST_NONE}
         if len(chosen | rows) > MAX_ROWS:
             continue
@@ -323,9 +327,9 @@ def step_source(code: npt.NDArray[np.int64]) -> str | None:
     leaders |= {_jump_target(w0) for w0 in words.values()} - {-1}
     in_loops = {
         p
-        for pc in range(code.shape[0])
-        if 0 <= (target := _backward_target(code, pc)) <= pc and pc - target < MAX_FUSED
-        for p in range(target, pc + 1)
+        for first, last in _loops(code)
+        if last - first < MAX_FUSED
+        for p in range(first, last + 1)
     }
     rows = [
         (pc, _fused(pc, bodies, words, leaders) if pc in leaders and pc in in_loops else bodies[pc])
