@@ -1736,9 +1736,10 @@ A_DMA: Final = 8
 A_PMAP: Final = 9
 A_NPMAP: Final = 10
 A_SCRATCH: Final = 11
-#: where the batch copies the DPU's WRAM before running it (a speculative event's checkpoint,
-#: made next to the run, on the DPU's worker thread); 0 once done, or when not asked for
-A_SAVE_WRAM: Final = 12
+#: the addresses of the copies of a speculative event's checkpoint (registers, threads, DPU
+#: scalars, atomic bits, DMA engine, work array, WRAM), which the batch makes right before
+#: running the DPU, on its worker thread; 0 once done, or when not asked for
+A_SAVE: Final = 12
 NA: Final = 13
 
 

@@ -122,6 +122,29 @@ def _serve_dma_at(th: Any, dv: Any, dma: Any, wram: Any, pages: Any, pmap: Any) 
 
 
 @numba.njit(cache=True, nogil=True)
+def _copy_words(to: int, source: int, count: int) -> None:
+    carray(_i64(to), count)[:] = carray(_i64(source), count)
+
+
+@numba.njit(cache=True, nogil=True)
+def _save_state(row: Any, n: int, to: Any) -> None:
+    """``IsaRunner.save_state`` in the batch: the DPU's arrays copied word by word to the
+    checkpoint's copies at ``to`` (in ``IsaRunner._state``'s order), and its MRAM write marks
+    cleared."""
+    _copy_words(to[0], row[I.A_REGS], n * 32)
+    _copy_words(to[1], row[I.A_TH], n * I.NTH)
+    _copy_words(to[2], row[I.A_DV], I.ND)
+    _copy_words(to[3], row[I.A_ATOMIC], 256 >> 3)
+    _copy_words(to[4], row[I.A_DMA], n * 4)
+    _copy_words(to[5], row[I.A_SCRATCH], n * I.NSCR)
+    _copy_words(to[6], row[I.A_WRAM], row[I.A_NWRAM] >> 3)
+    pmap = carray(_i64(row[I.A_PMAP]), row[I.A_NPMAP])
+    for p in range(pmap.shape[0]):
+        if pmap[p] >= 0:
+            pmap[p] &= ~1
+
+
+@numba.njit(cache=True, nogil=True)
 def run_dpus_at(tab: Any, pages: Any, sel: Any, until_ps: int, reasons: Any) -> int:
     """:func:`_interp.run_dpus` over the address table ``tab`` (rows ``sel``) and the page
     address list ``pages``."""
@@ -138,11 +161,9 @@ def run_dpus_at(tab: Any, pages: Any, sel: Any, until_ps: int, reasons: Any) -> 
         dma = carray(_i64(row[I.A_DMA]), (n, 4))
         pmap = carray(_i64(row[I.A_PMAP]), row[I.A_NPMAP])
         work = carray(_i64(row[I.A_SCRATCH]), (n, I.NSCR))
-        saved = row[I.A_SAVE_WRAM]
-        if saved != 0:
-            nw = row[I.A_NWRAM]
-            carray(_i64(saved), nw >> 3)[:] = carray(_i64(row[I.A_WRAM]), nw >> 3)
-            row[I.A_SAVE_WRAM] = 0
+        if row[I.A_SAVE] != 0:
+            _save_state(row, n, carray(_i64(row[I.A_SAVE]), 7))
+            row[I.A_SAVE] = 0
         limit = I.first_cycle(until_ps, dv[I.D_BOOT_PS], dv[I.D_PS_NUM], dv[I.D_PS_DEN])
         while True:
             r = _loop(code, regs, th, dv, atomic, wram, dma, limit, I.BIG, work)

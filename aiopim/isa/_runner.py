@@ -251,6 +251,8 @@ class IsaRunner(DpuRunner):
         self._run = I.get_run(False)
         #: the state at the start of a speculative run (see :meth:`IsaScheduler._speculate`)
         self._saved: tuple[npt.NDArray[Any], ...] = ()
+        #: the addresses of those copies, in the order of ``_state`` (for the compiled batch)
+        self.saved_addresses = np.zeros(0, np.int64)
         self._saved_code = self.code
         #: while speculating, what the run wrote outside that state: (in IRAM, address, old bytes)
         self._undo: list[tuple[bool, int, npt.NDArray[np.uint8]]] | None = None
@@ -410,31 +412,29 @@ class IsaRunner(DpuRunner):
     def _state(self) -> tuple[npt.NDArray[Any], ...]:
         return (self.regs, self.th, self.dv, self.atomic, self.dma, self.scratch, self.dpu.wram)
 
-    def checkpoint(self, wram: bool = True) -> None:
+    def checkpoint(self, copies: bool = True) -> None:
         """Copy what a run may change (registers, threads, DPU scalars, atomic bits, DMA
         engine, work array, WRAM, instruction rows) and, from now on, keep the old bytes of every
         MRAM page before its first write and of every IRAM write, so that :meth:`rollback` can
         bring the DPU back here. The loop writes only MRAM pages its map marks writable: the
-        marks are cleared here, and a page gets its mark back once its bytes are kept. With
-        ``wram=False`` the caller copies WRAM into :attr:`saved_wram` before the DPU runs."""
-        state = self._state()
+        marks are cleared (:meth:`save_state`), and a page gets its mark back once its bytes are
+        kept. With ``copies=False`` the caller makes the copies before the DPU runs: either
+        :meth:`save_state`, or the compiled batch given :attr:`saved_addresses`."""
         if not self._saved:
-            self._saved = tuple(np.empty_like(a) for a in state)
-        for saved, live in zip(self._saved[:-1], state[:-1], strict=True):
-            np.copyto(saved, live)
-        if wram:
-            np.copyto(self.saved_wram, self.dpu.wram)
+            self._saved = tuple(np.empty_like(a) for a in self._state())
+            self.saved_addresses = np.array([a.ctypes.data for a in self._saved], np.int64)
+        if copies:
+            self.save_state()
         self._saved_code = self.code
         self._undo = []
         self.saved_pages = set()
         self.spec_dmas = []
-        np.bitwise_and(self.pmap, ~1, out=self.pmap, where=self.pmap >= 0)
 
-    @property
-    def saved_wram(self) -> npt.NDArray[np.uint8]:
-        """Where :meth:`checkpoint` keeps WRAM (the last of the saved arrays)."""
-        saved: npt.NDArray[np.uint8] = self._saved[-1]
-        return saved
+    def save_state(self) -> None:
+        """The checkpoint's copies of the arrays, and the loop's MRAM write marks cleared."""
+        for saved, live in zip(self._saved, self._state(), strict=True):
+            np.copyto(saved, live)
+        np.bitwise_and(self.pmap, ~1, out=self.pmap, where=self.pmap >= 0)
 
     @property
     def speculating(self) -> bool:
@@ -747,16 +747,16 @@ class IsaScheduler:
             self._export_pages(r, maddr >> I.PAGE_SHIFT, (maddr + size - 1) >> I.PAGE_SHIFT)
 
     def _advance_all(
-        self, active: list[IsaRunner], until_ps: int, save_wram: bool = False
+        self, active: list[IsaRunner], until_ps: int, save: bool = False
     ) -> list[tuple[int, _Outcome]]:
         """Advance every runner of ``active`` to ``until_ps``; the index in ``active`` and the
-        outcome of each whose run ended. ``save_wram``: first copy each one's WRAM into its
-        checkpoint (:meth:`IsaRunner.checkpoint` with ``wram=False``), in the compiled batch
-        when it runs them."""
+        outcome of each whose run ended. ``save``: first make each one's checkpoint copies
+        (:meth:`IsaRunner.checkpoint` with ``copies=False``), in the compiled batch when it
+        runs them."""
         if not self._batched():
-            if save_wram:
+            if save:
                 for r in active:
-                    np.copyto(r.saved_wram, r.dpu.wram)
+                    r.save_state()
             outs = [r.advance(until_ps) for r in active]
             stopped = [(j, out) for j, out in enumerate(outs) if out is not None]
             if stopped:
@@ -772,14 +772,13 @@ class IsaScheduler:
             sel = np.fromiter((slots[r] for r in active), np.int64, len(active))
             if active is self.runners:
                 self._sel = sel
-        if save_wram:
+        if save:
             # the compiled batch copies whole words, right before the DPU runs on its thread
-            in_batch = self._jit and all(r.dpu.wram.shape[0] % 8 == 0 for r in active)
-            for i, r in enumerate(active):
-                if in_batch:
-                    self._table[sel[i], I.A_SAVE_WRAM] = r.saved_wram.ctypes.data
-                else:
-                    np.copyto(r.saved_wram, r.dpu.wram)
+            if self._jit and all(r.dpu.wram.shape[0] % 8 == 0 for r in active):
+                self._table[sel, I.A_SAVE] = [r.saved_addresses.ctypes.data for r in active]
+            else:
+                for r in active:
+                    r.save_state()
         ended: list[tuple[int, _Outcome]] = []
         todo = list(range(len(active)))  # the indices in ``active`` of ``sel``
         while True:
@@ -836,8 +835,8 @@ class IsaScheduler:
         poll = timing.COMPLETION_POLL_LATENCY_PS
         self.speculations += 1
         for r in active:
-            r.checkpoint(wram=False)
-        ended = self._advance_all(active, target, save_wram=True)
+            r.checkpoint(copies=False)
+        ended = self._advance_all(active, target, save=True)
         stop = min([target, *(out.time_ps + poll for _, out in ended)])
         kept: list[tuple[int, int, int, _Outcome]] = []
         redo: list[IsaRunner] = []
