@@ -386,6 +386,19 @@ def spins(
     av = w1 & M32
     if (w0 >> FW_AREG) & 1:
         av = regs[t, av]
+    return acquire_bit_set(av, w0, w1, regs, atomic, t)
+
+
+def acquire_bit_set(
+    av: int,
+    w0: int,
+    w1: int,
+    regs: npt.NDArray[np.int64],
+    atomic: npt.NDArray[np.uint8],
+    t: int,
+) -> bool:
+    """Whether the atomic bit of thread ``t``'s fast ``acquire`` row (packed words ``w0``,
+    ``w1``; first operand ``av``) is set."""
     bv = (w1 >> 32) & M32
     if (w0 >> FW_BREG) & 1:
         bv = regs[t, bv]
@@ -527,11 +540,7 @@ def thread_slots(
             pc = (av + bv) & M32
         else:
             # an acquire of a bit already set (a spin on a held lock) changes no state
-            bv = (w1 >> 32) & M32
-            if (w0 >> FW_BREG) & 1:
-                bv = regs[t, bv]
-            wv = ((av & M32) + (bv & M32)) & 0xFFFF
-            if atomic[((wv >> 8) ^ wv) & 0xFF] == 0:
+            if not acquire_bit_set(av, w0, w1, regs, atomic, t):
                 break
             jc = (w0 >> FW_JUMP) & 7
             if (w0 >> FW_FLAGS) & 1:
@@ -1540,6 +1549,7 @@ def jit_dispatcher() -> Callable[..., int]:
         _call_step = call_step_intrinsic()
         register_jitable(inline="always")(ends_window)
         register_jitable(inline="always")(spins)
+        register_jitable(inline="always")(acquire_bit_set)
         register_jitable(inline="always")(thread_slots)
         register_jitable(inline="always")(call_step)
         # no reference counting: the loop allocates nothing and its caller keeps every array
