@@ -886,7 +886,7 @@ def run(
                     k = -1  # the first thread starts below, as every next one does
                     fw = True
                     continue
-                if steady and fcut and fe > c0 and c0 + scratch[0, SCR_OFF] + per >= fe:
+                if fcut and fe > c0 and c0 + scratch[0, SCR_OFF] + per >= fe:
                     # too short: the slot that ends it issues cycle by cycle, then try again
                     cool = 0
                     hold = fe
