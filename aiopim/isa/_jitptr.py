@@ -137,7 +137,10 @@ def _save_state(row: Any, n: int, to: Any) -> None:
     _copy_words(to[3], row[I.A_ATOMIC], 256 >> 3)
     _copy_words(to[4], row[I.A_DMA], n * 4)
     _copy_words(to[5], row[I.A_SCRATCH], n * I.NSCR)
-    _copy_words(to[6], row[I.A_WRAM], row[I.A_NWRAM] >> 3)
+    nw = row[I.A_NWRAM]
+    _copy_words(to[6], row[I.A_WRAM], nw >> 3)
+    tail = nw & ~7  # a WRAM size that is not a multiple of 8: its last bytes
+    carray(_u8(to[6] + tail), nw - tail)[:] = carray(_u8(row[I.A_WRAM] + tail), nw - tail)
     pmap = carray(_i64(row[I.A_PMAP]), row[I.A_NPMAP])
     for p in range(pmap.shape[0]):
         if pmap[p] >= 0:

@@ -773,8 +773,8 @@ class IsaScheduler:
             if active is self.runners:
                 self._sel = sel
         if save:
-            # the compiled batch copies whole words, right before the DPU runs on its thread
-            if self._jit and all(r.dpu.wram.shape[0] % 8 == 0 for r in active):
+            # the compiled batch makes them right before the DPU runs, on its thread
+            if self._jit:
                 self._table[sel, I.A_SAVE] = [r.saved_addresses.ctypes.data for r in active]
             else:
                 for r in active:
