@@ -547,10 +547,14 @@ def test_max_run_cycles_stops_a_binary_that_spins_forever(backend: str) -> None:
     assert r.run_ps == V1B.cycles_to_ps(5000)
 
 
-def test_ldmai_loads_and_runs_new_instructions(backend: str, jit: bool) -> None:
-    def overlay(out: int) -> Asm:
+def ldmai_overlay_program(after: int, before: int | None = None) -> ElfProgram:
+    """A program that loads 4 instructions from MRAM (``ldmai``) over IRAM rows 4-7 and jumps
+    there; they store ``after`` to ``out``. With ``before``, the program's own rows 4-7 store
+    that value instead (what runs if the overlay is missed)."""
+
+    def store(value: int, out: int) -> Asm:
         o = Asm()
-        o("add:rri", rc="r5", ra="zero", imm=77)
+        o("add:rri", rc="r5", ra="zero", imm=value)
         o("sw:erir", endian="little", ra="zero", off=out, rb="r5")
         o("stop:ci", cc="false", pc=0)
         o("nop:")
@@ -562,11 +566,19 @@ def test_ldmai_loads_and_runs_new_instructions(backend: str, jit: bool) -> None:
         a("add:rri", rc="r1", ra="zero", imm=lay["overlay"][0] & ~0x08000000)
         a("ldmai:rri", ra="r0", rb="r1", immDma=0)
         a("call:zri", ra="zero", off=4)  # jump into the overlay
+        if before is not None:
+            for signature, fields in store(before, lay["out"][0]).items:
+                a(signature, **fields)
         return a
 
-    _, lay = elf(Asm(), host_vars={"out": bytes(8)}, mram_vars={"overlay": bytes(32)})
-    code = overlay(lay["out"][0]).text()
-    prog, _ = build(make, host_vars={"out": bytes(8)}, mram_vars={"overlay": code})
+    host, mram = {"out": bytes(8)}, {"overlay": bytes(32)}
+    _, lay = build(make, host_vars=host, mram_vars=mram)
+    prog, _ = build(make, host_vars=host, mram_vars={"overlay": store(after, lay["out"][0]).text()})
+    return prog
+
+
+def test_ldmai_loads_and_runs_new_instructions(backend: str, jit: bool) -> None:
+    prog = ldmai_overlay_program(77)
     r = Run(prog, backend, {"out": (np.uint32, 1)})
     assert r.fault is None and int(r.values["out"][0]) == 77
 

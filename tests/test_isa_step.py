@@ -17,8 +17,8 @@ import pytest
 import test_isa_windows as W
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from isa_programs import Asm, Machine
-from test_isa_run import Layout, Run, build
+from isa_programs import Machine
+from test_isa_run import Run, ldmai_overlay_program
 from test_isa_speculation import PROGRAM as SPECULATION_PROGRAM
 from test_isa_speculation import _run as speculation_run
 
@@ -202,28 +202,7 @@ def test_speculation_with_the_compiled_step(backend: str, monkeypatch: pytest.Mo
 def test_an_ldmai_over_compiled_rows_drops_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
     """The overlay rewrites rows the program's step was compiled from: the DPU must run the
     new rows (77), not the step's copy of the old ones (11)."""
-
-    def code_at_row_4(value: int, out: int) -> Asm:
-        a = Asm()
-        a("add:rri", rc="r5", ra="zero", imm=value)
-        a("sw:erir", endian="little", ra="zero", off=out, rb="r5")
-        a("stop:ci", cc="false", pc=0)
-        a("nop:")
-        return a
-
-    def make(lay: Layout) -> Asm:
-        a = Asm()
-        a("add:rri", rc="r0", ra="zero", imm=8 * 4 | (3 << 24))  # IRAM byte 32, 4 words
-        a("add:rri", rc="r1", ra="zero", imm=lay["overlay"][0] & ~0x08000000)
-        a("ldmai:rri", ra="r0", rb="r1", immDma=0)
-        a("call:zri", ra="zero", off=4)
-        for signature, fields in code_at_row_4(11, lay["out"][0]).items:
-            a(signature, **fields)
-        return a
-
-    _, lay = build(make, host_vars={"out": bytes(8)}, mram_vars={"overlay": bytes(32)})
-    overlay = code_at_row_4(77, lay["out"][0]).text()
-    prog, _ = build(make, host_vars={"out": bytes(8)}, mram_vars={"overlay": overlay})
+    prog = ldmai_overlay_program(77, before=11)
     monkeypatch.setenv("AIOPIM_ISA_STEP", "1")
     _runner.set_jit(True)
     try:
