@@ -8,14 +8,12 @@ before anything is enqueued, so nothing invalid reaches the kernel or the event 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .._errors import DpuError, DpuErrorCode
-
-if TYPE_CHECKING:
-    from ._set import DpuSetBase
+from ._set import DpuSetBase
 
 #: C ``uint32_t`` arguments (sizes, flags, counts)
 UINT32_MAX = 0xFFFFFFFF
@@ -66,8 +64,6 @@ def check_callable(value: Any, name: str) -> Callable[..., Any]:
 
 def check_set(value: Any, name: str = "dpu_set") -> DpuSetBase:
     """A DPU set that has not been freed and whose ranks still belong to its allocation."""
-    from ._set import DpuSetBase
-
     if not isinstance(value, DpuSetBase):
         raise TypeError(f"{name} must be a DpuSet, not {type(value).__name__}")
     value.check_owned()
