@@ -336,9 +336,10 @@ def _to_dpu(dpu_set: DpuSet, xfer: int) -> bool:
 
 def _one_dpu(dpu: DpuSet) -> Dpu:
     check_set(dpu, "dpu")
-    if not dpu.is_single_dpu:
+    one = dpu.single_dpu
+    if one is None:
         raise DpuError(DpuErrorCode.DPU_ERR_INVALID_DPU_SET, "pass a single DPU (dpu_foreach)")
-    return dpu.dpu_list[0]
+    return one
 
 
 # callbacks and logs -----------------------------------------------------------------------------

@@ -28,8 +28,8 @@ from .._machine._wramfifo import (
     READ_PTR,
     WRITE_PTR,
     is_full,
+    read_ptrs,
     read_u32,
-    read_u64,
     struct_size,
     write_u64,
 )
@@ -62,7 +62,7 @@ class RankFifo:
 
     def __init__(self, nr_dpus: int) -> None:
         #: host copy of every DPU's (read_ptr, write_ptr), as captured by the last push/flush
-        self.ptrs = np.zeros((nr_dpus, 2), dtype=np.uint64)
+        self.ptrs: list[tuple[int, int]] = [(0, 0)] * nr_dpus
         self.matrix: dict[int, Any] = {}
         self.max_retries = timing.FIFO_PUSH_MAX_RETRIES
         self.time_for_retry_us = timing.FIFO_TIME_FOR_RETRY_US
@@ -241,21 +241,33 @@ def fifo_size(link: FifoLink, dpu: Dpu) -> int:
     """``get_fifo_size``: ``wr - rd`` of the pointer pair captured by the last push/flush."""
     check_link(link)
     rd, wr = link.rank_fifo(dpu.rank).ptrs[dpu.index]
-    return (int(wr) - int(rd)) & MASK64
+    return (wr - rd) & MASK64
 
 
 def fifo_elem(link: FifoLink, dpu: Dpu, buf: Any, i: int) -> Bytes:
     """``get_fifo_elem``: element ``i`` (oldest first) of the ring copied into ``buf``."""
-    i = check_int(i, "i", E.DPU_ERR_INVALID_MEMORY_TRANSFER, low=-(1 << 63))
-    size = fifo_size(link, dpu)
+    if type(i) is not int:
+        i = check_int(i, "i", E.DPU_ERR_INVALID_MEMORY_TRANSFER, low=-(1 << 63))
+    check_link(link)
+    rd, wr = link.rank_fifo(dpu.rank).ptrs[dpu.index]
+    size = (wr - rd) & MASK64
     if not 0 <= i < size:
         raise IndexError(
             f"FIFO {link.name!r} of DPU {dpu.name} holds {size} element(s), not {i + 1}"
         )
-    view = host_view(buf, link.ring_bytes, writable=False, who="the FIFO buffer")
-    rd = int(link.rank_fifo(dpu.rank).ptrs[dpu.index][0])
-    slot = (rd + i) & (link.capacity - 1)
-    return view[slot * link.data_size : (slot + 1) * link.data_size]
+    ring, data_size = link.data_size << link.ptr_size, link.data_size
+    if (
+        type(buf) is np.ndarray
+        and buf.dtype == np.uint8
+        and buf.ndim == 1
+        and buf.flags.c_contiguous
+        and len(buf) >= ring
+    ):
+        view = buf  # host_view's checks, passed
+    else:
+        view = host_view(buf, ring, writable=False, who="the FIFO buffer")
+    slot = (rd + i) & ((1 << link.ptr_size) - 1)
+    return view[slot * data_size : (slot + 1) * data_size]
 
 
 # ================================================================================================
@@ -365,7 +377,7 @@ def _record_ptrs(
     rec: Recorder,
     rank: Rank,
     link: FifoLink,
-    pairs: dict[int, tuple[int, int]] | np.ndarray,
+    pairs: dict[int, tuple[int, int]] | list[tuple[int, int]],
     dpus: list[Dpu],
     *,
     read: bool,
@@ -390,11 +402,10 @@ async def _read_ptrs(
     """One pass's read of every DPU's (read_ptr, write_ptr); the link keeps the copy."""
     await Delay(timing.parallel_wram_access_ps(16 * len(dpus)))
     s = link.struct.offset
-    ptrs = {
-        d.index: (read_u64(d.wram, s + READ_PTR), read_u64(d.wram, s + WRITE_PTR)) for d in dpus
-    }
+    ptrs = {d.index: read_ptrs(d.wram, s) for d in dpus}
+    held = rf.ptrs
     for idx, pair in ptrs.items():
-        rf.ptrs[idx] = pair
+        held[idx] = pair
     if rec is not None:
         _record_ptrs(rec, rank, link, ptrs, dpus, read=True)
     return ptrs

@@ -68,7 +68,12 @@ class DpuSetBase:
 
     def check_owned(self) -> None:
         """Raise ``DPU_ERR_INVALID_DPU_SET`` unless the allocation is live and owns the ranks."""
-        ranks = [self._dpu.rank] if self._dpu is not None else self._ranks
+        dpu = self._dpu
+        if dpu is not None:  # the common case of per-DPU calls, without a list
+            rank = dpu.rank
+            if rank.control_owner is None and not self._owner.freed and rank.owner is self._owner:
+                return
+        ranks = [dpu.rank] if dpu is not None else self._ranks
         check_control(ranks)
         if self._owner.freed or any(r.owner is not self._owner for r in ranks):
             raise DpuError(
@@ -97,6 +102,11 @@ class DpuSetBase:
         if self._dpu is not None:
             return [self._dpu]
         return [d for r in self._ranks for d in r.dpus if d.enabled]
+
+    @property
+    def single_dpu(self) -> Dpu | None:
+        """The DPU of a ``DPU_SET_DPU`` set, None for a set of ranks."""
+        return self._dpu
 
     @property
     def is_single_dpu(self) -> bool:
