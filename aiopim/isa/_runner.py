@@ -253,6 +253,9 @@ class IsaRunner(DpuRunner):
         self._saved: tuple[npt.NDArray[Any], ...] = ()
         #: the addresses of those copies, in the order of ``_state`` (for the compiled batch)
         self.saved_addresses = np.zeros(0, np.int64)
+        #: where that array is (``saved_addresses.ctypes.data``, kept: asking NumPy's ctypes
+        #: interface builds an object at each call)
+        self.saved_address = 0
         self._saved_code = self.code
         #: while speculating, what the run wrote outside that state: (in IRAM, address, old bytes)
         self._undo: list[tuple[bool, int, npt.NDArray[np.uint8]]] | None = None
@@ -423,12 +426,15 @@ class IsaRunner(DpuRunner):
         if not self._saved:
             self._saved = tuple(np.empty_like(a) for a in self._state())
             self.saved_addresses = np.array([a.ctypes.data for a in self._saved], np.int64)
+            self.saved_address = self.saved_addresses.ctypes.data
         if copies:
             self.save_state()
         self._saved_code = self.code
         self._undo = []
-        self.saved_pages = set()
-        self.spec_dmas = []
+        if self.saved_pages:
+            self.saved_pages = set()
+        if self.spec_dmas:
+            self.spec_dmas = []
 
     def save_state(self) -> None:
         """The checkpoint's copies of the arrays, and the loop's MRAM write marks cleared."""
@@ -444,7 +450,8 @@ class IsaRunner(DpuRunner):
     def commit(self) -> None:
         """Keep what ran since :meth:`checkpoint`."""
         self._undo = None
-        self.saved_pages = set()
+        if self.saved_pages:
+            self.saved_pages = set()
 
     def rollback(self) -> None:
         """Undo everything since :meth:`checkpoint` (the DPU is running again)."""
@@ -775,7 +782,7 @@ class IsaScheduler:
         if save:
             # the compiled batch makes them right before the DPU runs, on its thread
             if self._jit:
-                self._table[sel, I.A_SAVE] = [r.saved_addresses.ctypes.data for r in active]
+                self._table[sel, I.A_SAVE] = [r.saved_address for r in active]
             else:
                 for r in active:
                     r.save_state()
