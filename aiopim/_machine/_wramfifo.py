@@ -33,7 +33,8 @@ MASK64 = 0xFFFF_FFFF_FFFF_FFFF
 _unpack_u32: Callable[[Any, int], tuple[int]] = Struct("<I").unpack_from
 _unpack_u64: Callable[[Any, int], tuple[int]] = Struct("<Q").unpack_from
 _pack_u64: Callable[[Any, int, int], None] = Struct("<Q").pack_into
-_unpack_ptrs: Callable[[Any, int], tuple[int, int]] = Struct("<QQ").unpack_from
+#: ``(read_ptr, write_ptr)`` of the FIFO struct at an address (``read_ptrs`` without a call)
+unpack_ptrs: Callable[[Any, int], tuple[int, int]] = Struct("<QQ").unpack_from
 
 
 def read_u32(wram: Bytes, addr: int) -> int:
@@ -48,7 +49,7 @@ def read_u64(wram: Bytes, addr: int) -> int:
 
 def read_ptrs(wram: Bytes, struct_addr: int) -> tuple[int, int]:
     """``(read_ptr, write_ptr)`` of the FIFO struct at ``struct_addr``."""
-    return _unpack_ptrs(wram, struct_addr + READ_PTR)
+    return unpack_ptrs(wram, struct_addr + READ_PTR)
 
 
 def write_u64(dpu: Dpu, addr: int, value: int) -> None:

@@ -28,9 +28,9 @@ from .._machine._wramfifo import (
     READ_PTR,
     WRITE_PTR,
     is_full,
-    read_ptrs,
     read_u32,
     struct_size,
+    unpack_ptrs,
     write_u64,
 )
 from .._runtime._kernel import Command, Delay, Process
@@ -283,13 +283,22 @@ async def fifo_push_xfer(dset: DpuSetBase, link: FifoLink, mode: XferMode) -> No
     jt = JobType.PARALLEL_FIFO_PUSH if link.is_input else JobType.PARALLEL_FIFO_FLUSH
     need = link.data_size if link.is_input else link.ring_bytes
     per_rank: dict[int, dict[int, Bytes]] = {}
+    # the checks of a buffer hold for every DPU it was prepared for: one view per buffer
+    views: dict[int, Bytes] = {}
+    rank: Rank | None = None
     for d in dset.dpu_list:
-        rf = link.rank_fifo(d.rank)
-        buf = rf.matrix.get(d.index)
+        if d.rank is not rank:
+            rank = d.rank
+            matrix = link.rank_fifo(rank).matrix
+            buffers = per_rank.setdefault(rank.index, {})
+        buf = matrix.get(d.index)
         if buf is not None:
-            per_rank.setdefault(d.rank.index, {})[d.index] = host_view(
-                buf, need, writable=not link.is_input, who=f"the FIFO buffer of DPU {d.name}"
-            )
+            view = views.get(id(buf))
+            if view is None:
+                view = views[id(buf)] = host_view(
+                    buf, need, writable=not link.is_input, who=f"the FIFO buffer of DPU {d.name}"
+                )
+            buffers[d.index] = view
     if mode.reset:
         for d in dset.dpu_list:
             link.rank_fifo(d.rank).matrix.pop(d.index, None)
@@ -401,8 +410,8 @@ async def _read_ptrs(
 ) -> dict[int, tuple[int, int]]:
     """One pass's read of every DPU's (read_ptr, write_ptr); the link keeps the copy."""
     await Delay(timing.parallel_wram_access_ps(16 * len(dpus)))
-    s = link.struct.offset
-    ptrs = {d.index: read_ptrs(d.wram, s) for d in dpus}
+    at, unpack = link.struct.offset + READ_PTR, unpack_ptrs
+    ptrs = {d.index: unpack(d.wram, at) for d in dpus}
     held = rf.ptrs
     for idx, pair in ptrs.items():
         held[idx] = pair
@@ -496,10 +505,14 @@ async def _fast_push(
     wr0 = ptrs[dpus[0].index][1]
     slot = link.data.offset + (wr0 & (link.capacity - 1)) * size
     await Delay(timing.parallel_wram_access_ps(size * len(buffers)))
+    last: Bytes | None = None
+    element: Bytes = np.zeros(0, np.uint8)
     for d in dpus:
         buf = buffers.get(d.index)
         if buf is not None:
-            d.wram[slot : slot + size] = buf[:size]
+            if buf is not last:  # one buffer is often prepared for every DPU
+                last, element = buf, buf[:size]
+            d.wram[slot : slot + size] = element
             d.wram_written(slot, size)
     await Delay(timing.parallel_wram_access_ps(8 * len(dpus)))
     missing = [d.name for d in dpus if d.index not in buffers]
