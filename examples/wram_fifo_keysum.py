@@ -146,7 +146,7 @@ class FlushArgs:
 
     output_link: dpu_fifo_link_t
     rings: dict[int, np.ndarray]
-    sums: np.ndarray
+    sums: list[int]
     received: list[tuple[int, int, int]] = field(default_factory=list)
     wrong: list[tuple[int, int, int]] = field(default_factory=list)
 
@@ -157,9 +157,7 @@ def flush_output_fifos(rank: DpuSet, rank_id: int, args: FlushArgs) -> int:
         ident = dpu.dpu_list[0].dpu_id
         ring = args.rings[ident]
         for i in range(get_fifo_size(args.output_link, dpu)):
-            key, total = (
-                int(x) for x in get_fifo_elem(args.output_link, dpu, ring, i).view(np.uint64)
-            )
+            key, total = get_fifo_elem(args.output_link, dpu, ring, i).view(np.uint64).tolist()
             args.received.append((ident, key, total))
             if key >= NR_KEYS or total != args.sums[key]:
                 args.wrong.append((ident, key, total))
@@ -191,7 +189,7 @@ async def host(
     }
     for dpu, _ in dpu_foreach(dpus):
         dpu_fifo_prepare_xfer(dpu, output_link, rings[dpu.dpu_list[0].dpu_id])
-    flush_args = FlushArgs(output_link, rings, sums)
+    flush_args = FlushArgs(output_link, rings, sums.tolist())
 
     key = np.zeros(2, dtype=np.uint32)  # one 8-byte element; read when each push job runs
     dpu_fifo_prepare_xfer(dpus, input_link, key)
