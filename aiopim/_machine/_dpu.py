@@ -126,6 +126,11 @@ class Dpu:
         if self.on_stop is not None:
             self.on_stop(self)
 
+    def runner_wrote(self, write: int) -> bool:
+        """Whether the runner made host write ``write`` it scheduled (``DpuRunner.wrote``); if
+        not, the caller makes it now."""
+        return self.runner is not None and self.runner.wrote(write)
+
     def wram_written(self, start: int, length: int) -> None:
         """WRAM ``[start, start+length)`` changed from outside the DPU's threads."""
         if self.running and self.runner is not None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ._dpu import Dpu
+    from ._memory import Bytes
 
 
 class DpuRunner(ABC):
@@ -41,3 +42,19 @@ class DpuRunner(ABC):
     def blocked(self) -> list[str]:
         """What the threads of a run are waiting on (for deadlock reports)."""
         return []
+
+    def needs_synced_events(self) -> bool:
+        """Whether a host event that writes this DPU's WRAM must bring the running DPUs to its
+        time (the host writes itself), rather than schedule the write with :meth:`write_at`."""
+        return False
+
+    def write_at(self, time_ps: int, address: int, data: Bytes) -> int | None:
+        """Schedule a host write of ``data`` (read when it is made) to WRAM ``address`` at
+        ``time_ps`` into the run; its number for :meth:`wrote`, or None when this engine does
+        not take such writes (the host then writes at that time itself)."""
+        return None
+
+    def wrote(self, write: int) -> bool:
+        """Whether scheduled write ``write`` was made; if not, the host makes it now and it
+        counts as made."""
+        return False

@@ -449,6 +449,8 @@ async def _push_input(
                 _record_push(rec, rank, link, t0, len(todo), 0)
                 return E.DPU_OK, ""
         full: list[Dpu] = []
+        # the running DPUs need to be at the pass's times only at its end (see _plan_pass)
+        planned, until = _plan_pass(link, rank, todo, ptrs, buffers)
         for d in todo:
             rd, wr = ptrs[d.index]
             if is_full(rd, wr, mask):
@@ -456,11 +458,14 @@ async def _push_input(
                 full.append(d)
                 continue
             slot = data + (wr & mask) * size
-            await Delay(timing.parallel_wram_access_ps(size))
-            d.wram[slot : slot + size] = buffers[d.index][:size]
-            d.wram_written(slot, size)
-            await Delay(timing.parallel_wram_access_ps(8))
-            write_u64(d, s + WRITE_PTR, wr + 1)
+            writes = planned.get(d.index) if planned is not None else None
+            await Delay(timing.parallel_wram_access_ps(size), until)
+            if writes is None or not d.runner_wrote(writes[0]):
+                d.wram[slot : slot + size] = buffers[d.index][:size]
+                d.wram_written(slot, size)
+            await Delay(timing.parallel_wram_access_ps(8), until)
+            if writes is None or not d.runner_wrote(writes[1]):
+                write_u64(d, s + WRITE_PTR, wr + 1)
             rf.ptrs[d.index] = (rd, wr + 1)
         if rec is not None and len(full) < len(todo):
             _record_ptrs(rec, rank, link, rf.ptrs, dpus, read=False)
@@ -491,6 +496,47 @@ async def _push_input(
         if not todo:
             _record_push(rec, rank, link, t0, len(buffers), n_retries)
             return E.DPU_OK, ""
+
+
+def _plan_pass(
+    link: FifoLink,
+    rank: Rank,
+    todo: list[Dpu],
+    ptrs: dict[int, tuple[int, int]],
+    buffers: dict[int, Bytes],
+) -> tuple[dict[int, tuple[int, int]] | None, int | None]:
+    """A pass writes each DPU with room in turn (its element, then its write pointer), one
+    transfer at a time: schedule those writes into the runs of the DPUs whose engine takes them
+    (``DpuRunner.write_at``), so that the pass's events need not bring every running DPU to
+    their times, only its end. The numbers of the scheduled writes by DPU, and the pass's end;
+    (None, None) when a running DPU needs the events to bring it there (the pass then writes
+    every DPU itself, at its events)."""
+    if any(d.running and d.runner is not None and d.runner.needs_synced_events() for d in todo):
+        return None, None
+    mask, size = link.capacity - 1, link.data_size
+    s, data = link.struct.offset, link.data.offset
+    element_ps = timing.parallel_wram_access_ps(size)
+    pointer_ps = timing.parallel_wram_access_ps(8)
+    planned: dict[int, tuple[int, int]] = {}
+    t = rank.kernel.now
+    for d in todo:
+        rd, wr = ptrs[d.index]
+        if is_full(rd, wr, mask):
+            continue
+        t += element_ps
+        t_element = t
+        t += pointer_ps
+        runner = d.runner if d.running else None
+        if runner is None:
+            continue
+        first = runner.write_at(t_element, data + (wr & mask) * size, buffers[d.index][:size])
+        if first is None:
+            continue  # an engine whose DPUs only meet the host at events: written at them
+        pointer = np.array([(wr + 1) & MASK64], "<u8").view(np.uint8)
+        second = runner.write_at(t, s + WRITE_PTR, pointer)
+        assert second is not None
+        planned[d.index] = (first, second)
+    return planned, t
 
 
 async def _fast_push(

@@ -37,7 +37,8 @@ PRIO_NORMAL = 1
 PRIO_LATE = 2
 
 Callback = Callable[[Any], None]
-# [time, priority, tiebreak, seq, callback, arg]; callback None = cancelled
+# [time, priority, tiebreak, seq, callback, arg]; callback None = cancelled; a seventh item
+# marks an event that touches no running instruction-set DPU before that time (see Delay)
 Entry = list[Any]
 
 
@@ -122,6 +123,31 @@ class Kernel:
                 continue
             return int(entry[0])
         return None
+
+    def next_synced_event_time(self) -> int | None:
+        """:meth:`next_event_time`, skipping the events that touch no running instruction-set
+        DPU before a later time (see :class:`Delay`), but no further than that time."""
+        heap = self._heap
+        skipped: list[Entry] = []
+        bound: int | None = None
+        try:
+            while heap:
+                entry = heap[0]
+                if entry[4] is None:
+                    heappop(heap)
+                    continue
+                queue = entry[5]
+                if type(queue) is LocalQueue and not queue.settle(entry):
+                    continue
+                if len(entry) > 6:
+                    skipped.append(heappop(heap))
+                    bound = entry[6] if bound is None else min(bound, entry[6])
+                    continue
+                return int(entry[0]) if bound is None else min(int(entry[0]), bound)
+            return bound
+        finally:
+            for entry in skipped:
+                heappush(heap, entry)
 
     def run(self, limit: int) -> None:
         """Process events due at or before ``limit`` until a host task has been woken.
@@ -519,16 +545,24 @@ class Command:
 
 
 class Delay(Command):
-    """Resume the awaiting process after ``ps`` picoseconds."""
+    """Resume the awaiting process after ``ps`` picoseconds.
 
-    __slots__ = ("ps",)
+    ``until``: a promise that, from its resumption to that later time, the process touches no
+    running instruction-set DPU other than through writes scheduled into its run beforehand
+    (``IsaRunner.write_at``): the DPUs need not be brought to the resumption's time, only to
+    ``until``."""
 
-    def __init__(self, ps: int) -> None:
+    __slots__ = ("ps", "until")
+
+    def __init__(self, ps: int, until: int | None = None) -> None:
         self.ps = ps
+        self.until = until
 
     def arm(self, proc: Process) -> None:
         k = proc.kernel
-        k.call_at(k.now + self.ps, proc.resume, None, proc.actor)
+        entry = k.call_at(k.now + self.ps, proc.resume, None, proc.actor)
+        if self.until is not None:
+            entry.append(self.until)
 
 
 class WaitQueue(Command):

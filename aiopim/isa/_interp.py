@@ -273,8 +273,14 @@ D_AGAIN: Final = 26  # 1: the issue pattern of the last window (in the work arra
 D_WNF: Final = 27  # the number of threads of that pattern
 D_CUTTER: Final = 28  # the thread whose slot ended the last window (it runs first in the next)
 D_STEP: Final = 29  # address of the program's compiled fast step (0: thread_slots; see below)
-D_STEP_OUT: Final = 30  # what that step returns besides its count: next slot, last PC
-ND: Final = 32
+#: what that step returns besides its count: next slot, last PC (two words: 30 and 31)
+D_STEP_OUT: Final = 30
+#: host writes scheduled into the run (compiled batch only; rows of ``cycle, WRAM address,
+#: source address, size`` in time order, see ``IsaRunner.write_at``): how many are done, and
+#: how many there are
+D_HW_DONE: Final = 32
+D_HW_N: Final = 33
+ND: Final = 34
 
 BIG: Final = 1 << 62
 
@@ -1750,7 +1756,8 @@ A_SCRATCH: Final = 11
 #: scalars, atomic bits, DMA engine, work array, WRAM), which the batch makes right before
 #: running the DPU, on its worker thread; 0 once done, or when not asked for
 A_SAVE: Final = 12
-NA: Final = 13
+A_HW: Final = 13  # the host writes scheduled into the run (see D_HW_N)
+NA: Final = 14
 
 
 def address_row(
@@ -1763,9 +1770,10 @@ def address_row(
     dma: npt.NDArray[np.int64],
     pmap: npt.NDArray[np.int64],
     scratch: npt.NDArray[np.int64],
+    hw: npt.NDArray[np.int64],
 ) -> list[int]:
     """One DPU's row of the address table (the caller keeps the arrays alive)."""
-    arrays = (code, regs, th, dv, atomic, wram, dma, pmap, scratch)
+    arrays = (code, regs, th, dv, atomic, wram, dma, pmap, scratch, hw)
     assert all(a.flags.c_contiguous for a in arrays)
     assert scratch.shape[0] >= th.shape[0] and scratch.shape[1] == NSCR
     return [
@@ -1782,6 +1790,7 @@ def address_row(
         pmap.shape[0],
         scratch.ctypes.data,
         0,
+        hw.ctypes.data,
     ]
 
 

@@ -122,6 +122,20 @@ def _serve_dma_at(th: Any, dv: Any, dma: Any, wram: Any, pages: Any, pmap: Any) 
 
 
 @numba.njit(cache=True, nogil=True)
+def _host_writes(hw: Any, dv: Any, wram: Any) -> None:
+    """Copy into WRAM the host writes scheduled at or before the DPU's cycle, in order: the
+    host's bytes as they are now (no host code runs while the batch does)."""
+    c = dv[I.D_CYCLE]
+    i = dv[I.D_HW_DONE]
+    while i < hw.shape[0] and hw[i, 0] <= c:
+        w = hw[i, 1]
+        n = hw[i, 3]
+        wram[w : w + n] = carray(_u8(hw[i, 2]), n)
+        i += 1
+    dv[I.D_HW_DONE] = i
+
+
+@numba.njit(cache=True, nogil=True)
 def _copy_words(to: int, source: int, count: int) -> None:
     carray(_i64(to), count)[:] = carray(_i64(source), count)
 
@@ -168,12 +182,20 @@ def run_dpus_at(tab: Any, pages: Any, sel: Any, until_ps: int, reasons: Any) -> 
             _save_state(row, n, carray(_i64(row[I.A_SAVE]), 7))
             row[I.A_SAVE] = 0
         limit = I.first_cycle(until_ps, dv[I.D_BOOT_PS], dv[I.D_PS_NUM], dv[I.D_PS_DEN])
+        nhw = dv[I.D_HW_N]
+        hw = carray(_i64(row[I.A_HW]), (nhw, 4))
         while True:
-            r = _loop(code, regs, th, dv, atomic, wram, dma, limit, I.BIG, work)
+            stop = limit
+            if dv[I.D_HW_DONE] < nhw and hw[dv[I.D_HW_DONE], 0] < stop:
+                stop = hw[dv[I.D_HW_DONE], 0]  # a host write before the limit: run to it first
+            r = _loop(code, regs, th, dv, atomic, wram, dma, stop, I.BIG, work)
             if r == I.R_DMA_REQUEST:
                 I.dma_request(th, dv, dma)
                 continue
             if r == I.R_DMA_DUE and _serve_dma_at(th, dv, dma, wram, pages, pmap):
+                continue
+            if r == I.R_LIMIT and stop < limit:
+                _host_writes(hw, dv, wram)
                 continue
             break
         reasons[j] = r

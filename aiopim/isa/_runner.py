@@ -263,6 +263,9 @@ class IsaRunner(DpuRunner):
         self.saved_pages: set[int] = set()
         #: while speculating, the times of the transfers Python served
         self.spec_dmas: list[int] = []
+        #: host writes scheduled into this run (see :meth:`write_at`) and their source bytes
+        self.hw = np.zeros((_HW_ROWS, 4), np.int64)
+        self._hw_sources: list[npt.NDArray[np.uint8]] = []
 
     # -- DpuRunner ------------------------------------------------------------------------------
     def live_threads(self) -> int:
@@ -287,6 +290,7 @@ class IsaRunner(DpuRunner):
             self.nr_threads, len(self.dpu.iram), self.dpu.mram.size
         )
         self.scratch = I.scratch(self.nr_threads)
+        self._hw_sources = []
         self._saved = ()  # new arrays: the checkpoint's copies are made again at the next one
         self.boot_ps = self.dpu.kernel.now
         num, den = _clock_ratio(self.dpu.chip.frequency_hz)
@@ -410,6 +414,51 @@ class IsaRunner(DpuRunner):
         if self.trace and self.trace[-1][:3] == key:
             return
         self.trace.append((*key, describe_instruction(self.program, key[2])))
+
+    # -- host writes scheduled into the run -----------------------------------------------------
+    def needs_synced_events(self) -> bool:
+        return self.active and not _scheduler(self.dpu.kernel).takes_host_writes()
+
+    def write_at(self, time_ps: int, address: int, data: npt.NDArray[np.uint8]) -> int | None:
+        """Have the compiled batch copy ``data`` (a uint8 view, read when the copy happens)
+        into WRAM ``address`` when the run reaches ``time_ps``, after the instructions issued
+        before it, as a host event at that time would. Writes are scheduled in time order, from
+        a kernel event at or before ``time_ps``, only while the DPU runs and the scheduler takes
+        them (:meth:`IsaScheduler.takes_host_writes`; else None). Returns the write's number
+        for :meth:`wrote`."""
+        if not self.active or not _scheduler(self.dpu.kernel).takes_host_writes():
+            return None
+        dv = self.dv
+        n = int(dv[I.D_HW_N])
+        if dv[I.D_HW_DONE] == n:  # all done: start the list afresh
+            n = 0
+            dv[I.D_HW_DONE] = 0
+            self._hw_sources = []
+        if n == len(self.hw):
+            self.hw = np.concatenate([self.hw, np.zeros_like(self.hw)])
+            _scheduler(self.dpu.kernel).set_host_writes(self)
+        num, den = int(dv[I.D_PS_NUM]), int(dv[I.D_PS_DEN])
+        self.hw[n] = (
+            I.first_cycle(time_ps, int(dv[I.D_BOOT_PS]), num, den),
+            address,
+            data.ctypes.data,
+            len(data),
+        )
+        self._hw_sources.append(data)  # kept alive until the list starts afresh
+        dv[I.D_HW_N] = n + 1
+        return (self.run_id << 32) | n
+
+    def wrote(self, write: int) -> bool:
+        """Whether the batch has made write number ``write`` of :meth:`write_at`; if not,
+        the caller writes the bytes itself now and it counts as made."""
+        n = write & 0xFFFFFFFF
+        if write >> 32 != self.run_id:
+            return False  # another run's
+        if self.dv[I.D_HW_DONE] > n:
+            return True
+        if self.active:  # the run is at the write's time
+            self.dv[I.D_HW_DONE] = n + 1
+        return False
 
     # -- speculation ----------------------------------------------------------------------------
     def _state(self) -> tuple[npt.NDArray[Any], ...]:
@@ -663,7 +712,16 @@ class IsaScheduler:
             self._table = np.array(
                 [
                     I.address_row(
-                        r.code, r.regs, r.th, r.dv, r.atomic, r.dpu.wram, r.dma, r.pmap, r.scratch
+                        r.code,
+                        r.regs,
+                        r.th,
+                        r.dv,
+                        r.atomic,
+                        r.dpu.wram,
+                        r.dma,
+                        r.pmap,
+                        r.scratch,
+                        r.hw,
                     )
                     for r in runners
                 ],
@@ -679,6 +737,18 @@ class IsaScheduler:
             )
             self._pmaps = [r.pmap for r in runners]
             self._run_dpus = I.run_dpus
+
+    def takes_host_writes(self) -> bool:
+        """Whether host writes may be scheduled into the runs (:meth:`IsaRunner.write_at`):
+        the compiled batch makes them, outside exploration (where every event keeps its own
+        scheduler event)."""
+        return self._batched() and jit_enabled() and not self.kernel.exploring
+
+    def set_host_writes(self, r: IsaRunner) -> None:
+        """``r``'s list of host writes moved."""
+        slot = self._slots.get(r)
+        if slot is not None and self._jit:
+            self._table[slot, I.A_HW] = r.hw.ctypes.data
 
     def _set_code(self, r: IsaRunner) -> None:
         """``r``'s instruction rows may have changed (an ``ldmai``)."""
@@ -910,7 +980,9 @@ class IsaScheduler:
         if not active:
             return
         now = k.now
-        nxt = k.next_event_time()
+        # events that touch no running DPU (writes scheduled into the runs instead) are not
+        # horizons when the compiled batch makes those writes
+        nxt = k.next_synced_event_time() if self.takes_host_writes() else k.next_event_time()
         horizon = min(k.limit, INFINITY if nxt is None else nxt)
         # the host acts only between scheduler events: check the page maps here, when some
         # MRAM bank's page table may have changed since the last check
@@ -940,6 +1012,8 @@ class IsaScheduler:
             self.entry = k.call_at(t, self._fire, None, _SCHEDULER_ACTOR, PRIO_LATE)
 
 
+#: rows of a DPU's list of host writes at first (it doubles when full)
+_HW_ROWS = 4
 #: a scheduler event speculates (see IsaScheduler._speculate) when the DPUs may run at least
 #: this many polling latencies ahead
 _SPECULATE_CHUNKS = 8
