@@ -110,8 +110,9 @@ class Kernel:
         """Cancel a scheduled entry (no effect if it already ran)."""
         entry[4] = None
 
-    def next_event_time(self) -> int | None:
-        """Time of the earliest live event, or None."""
+    def _first_live(self) -> Entry | None:
+        """The earliest live entry (cancelled ones and stale queue proxies at the head of the
+        heap are dropped), or None."""
         heap = self._heap
         while heap:
             entry = heap[0]
@@ -121,8 +122,13 @@ class Kernel:
             queue = entry[5]
             if type(queue) is LocalQueue and not queue.settle(entry):
                 continue
-            return int(entry[0])
+            return entry
         return None
+
+    def next_event_time(self) -> int | None:
+        """Time of the earliest live event, or None."""
+        entry = self._first_live()
+        return None if entry is None else int(entry[0])
 
     def next_synced_event_time(self) -> int | None:
         """:meth:`next_event_time`, skipping the events that touch no running instruction-set
@@ -131,20 +137,12 @@ class Kernel:
         skipped: list[Entry] = []
         bound: int | None = None
         try:
-            while heap:
-                entry = heap[0]
-                if entry[4] is None:
-                    heappop(heap)
-                    continue
-                queue = entry[5]
-                if type(queue) is LocalQueue and not queue.settle(entry):
-                    continue
-                if len(entry) > 6:
-                    skipped.append(heappop(heap))
-                    bound = entry[6] if bound is None else min(bound, entry[6])
-                    continue
-                return int(entry[0]) if bound is None else min(int(entry[0]), bound)
-            return bound
+            while (entry := self._first_live()) is not None and len(entry) > 6:
+                skipped.append(heappop(heap))
+                bound = entry[6] if bound is None else min(bound, entry[6])
+            if entry is None:
+                return bound
+            return int(entry[0]) if bound is None else min(int(entry[0]), bound)
         finally:
             for entry in skipped:
                 heappush(heap, entry)
