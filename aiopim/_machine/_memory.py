@@ -301,6 +301,8 @@ def zero_fill(arr: Bytes) -> None:
 def as_bytes(data: object, *, what: str = "buffer") -> Bytes:
     """View any bytes-like object or NumPy array as a flat uint8 array (no copy when possible)."""
     if isinstance(data, np.ndarray):
+        if data.dtype == np.uint8 and data.ndim == 1 and data.flags.c_contiguous:
+            return data  # already a flat byte array: no new view
         arr = data if data.flags.c_contiguous else np.ascontiguousarray(data)
         return arr.reshape(-1).view(np.uint8)
     if isinstance(data, bytes | bytearray | memoryview):

@@ -255,19 +255,9 @@ def fifo_elem(link: FifoLink, dpu: Dpu, buf: Any, i: int) -> Bytes:
         raise IndexError(
             f"FIFO {link.name!r} of DPU {dpu.name} holds {size} element(s), not {i + 1}"
         )
-    ring, data_size = link.data_size << link.ptr_size, link.data_size
-    if (
-        type(buf) is np.ndarray
-        and buf.dtype == np.uint8
-        and buf.ndim == 1
-        and buf.flags.c_contiguous
-        and len(buf) >= ring
-    ):
-        view = buf  # host_view's checks, passed
-    else:
-        view = host_view(buf, ring, writable=False, who="the FIFO buffer")
-    slot = (rd + i) & ((1 << link.ptr_size) - 1)
-    return view[slot * data_size : (slot + 1) * data_size]
+    view = host_view(buf, link.ring_bytes, writable=False, who="the FIFO buffer")
+    slot = (rd + i) & (link.capacity - 1)
+    return view[slot * link.data_size : (slot + 1) * link.data_size]
 
 
 # ================================================================================================
