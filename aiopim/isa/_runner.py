@@ -464,20 +464,18 @@ class IsaRunner(DpuRunner):
     def _state(self) -> tuple[npt.NDArray[Any], ...]:
         return (self.regs, self.th, self.dv, self.atomic, self.dma, self.scratch, self.dpu.wram)
 
-    def checkpoint(self, copies: bool = True) -> None:
-        """Copy what a run may change (registers, threads, DPU scalars, atomic bits, DMA
-        engine, work array, WRAM, instruction rows) and, from now on, keep the old bytes of every
-        MRAM page before its first write and of every IRAM write, so that :meth:`rollback` can
-        bring the DPU back here. The loop writes only MRAM pages its map marks writable: the
-        marks are cleared (:meth:`save_state`), and a page gets its mark back once its bytes are
-        kept. With ``copies=False`` the caller makes the copies before the DPU runs: either
-        :meth:`save_state`, or the compiled batch given :attr:`saved_addresses`."""
+    def checkpoint(self) -> None:
+        """Start keeping what a run may change so that :meth:`rollback` can bring the DPU back
+        here: the old bytes of every MRAM page before its first write and of every IRAM write,
+        and the instruction rows. The caller makes the copies of the arrays (registers, threads,
+        DPU scalars, atomic bits, DMA engine, work array, WRAM) before the DPU runs: either
+        :meth:`save_state`, or the compiled batch given :attr:`saved_addresses`. The loop writes
+        only MRAM pages its map marks writable: the marks are cleared with the copies, and a page
+        gets its mark back once its bytes are kept."""
         if not self._saved:
             self._saved = tuple(np.empty_like(a) for a in self._state())
             self.saved_addresses = np.array([a.ctypes.data for a in self._saved], np.int64)
             self.saved_address = self.saved_addresses.ctypes.data
-        if copies:
-            self.save_state()
         self._saved_code = self.code
         self._undo = []
         if self.saved_pages:
@@ -828,8 +826,7 @@ class IsaScheduler:
     ) -> list[tuple[int, _Outcome]]:
         """Advance every runner of ``active`` to ``until_ps``; the index in ``active`` and the
         outcome of each whose run ended. ``save``: first make each one's checkpoint copies
-        (:meth:`IsaRunner.checkpoint` with ``copies=False``), in the compiled batch when it
-        runs them."""
+        (after :meth:`IsaRunner.checkpoint`), in the compiled batch when it runs them."""
         if not self._batched():
             if save:
                 for r in active:
@@ -912,7 +909,7 @@ class IsaScheduler:
         poll = timing.COMPLETION_POLL_LATENCY_PS
         self.speculations += 1
         for r in active:
-            r.checkpoint(copies=False)
+            r.checkpoint()
         ended = self._advance_all(active, target, save=True)
         stop = min([target, *(out.time_ps + poll for _, out in ended)])
         kept: list[tuple[int, int, int, _Outcome]] = []
