@@ -738,9 +738,9 @@ class IsaScheduler:
 
     def takes_host_writes(self) -> bool:
         """Whether host writes may be scheduled into the runs (:meth:`IsaRunner.write_at`):
-        the compiled batch makes them, outside exploration (where every event keeps its own
-        scheduler event)."""
-        return self._batched() and jit_enabled() and not self.kernel.exploring
+        the batch built for the running DPUs is the compiled one (it makes them), outside
+        exploration (where every event keeps its own scheduler event)."""
+        return self._batched() and self._jit and not self.kernel.exploring
 
     def set_host_writes(self, r: IsaRunner) -> None:
         """``r``'s list of host writes moved."""
