@@ -237,20 +237,23 @@ def set_time_for_push_retries(link: FifoLink, dset: DpuSetBase, microseconds: in
         link.rank_fifo(r).time_for_retry_us = int(microseconds)
 
 
-def fifo_size(link: FifoLink, dpu: Dpu) -> int:
-    """``get_fifo_size``: ``wr - rd`` of the pointer pair captured by the last push/flush."""
+def _held(link: FifoLink, dpu: Dpu) -> tuple[int, int]:
+    """``(read_ptr, elements)`` of the pointer pair captured by the last push/flush."""
     check_link(link)
     rd, wr = link.rank_fifo(dpu.rank).ptrs[dpu.index]
-    return (wr - rd) & MASK64
+    return rd, (wr - rd) & MASK64
+
+
+def fifo_size(link: FifoLink, dpu: Dpu) -> int:
+    """``get_fifo_size``: ``wr - rd`` of the pointer pair captured by the last push/flush."""
+    return _held(link, dpu)[1]
 
 
 def fifo_elem(link: FifoLink, dpu: Dpu, buf: Any, i: int) -> Bytes:
     """``get_fifo_elem``: element ``i`` (oldest first) of the ring copied into ``buf``."""
     if type(i) is not int:
         i = check_int(i, "i", E.DPU_ERR_INVALID_MEMORY_TRANSFER, low=-(1 << 63))
-    check_link(link)
-    rd, wr = link.rank_fifo(dpu.rank).ptrs[dpu.index]
-    size = (wr - rd) & MASK64
+    rd, size = _held(link, dpu)
     if not 0 <= i < size:
         raise IndexError(
             f"FIFO {link.name!r} of DPU {dpu.name} holds {size} element(s), not {i + 1}"
