@@ -8,6 +8,8 @@ counters and the stop reason must be identical. The compiled loop is built once 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -62,3 +64,28 @@ def test_compiled_and_python_loops_agree(words: list[int], seed: int, small: boo
     assert reasons[0] == reasons[1]
     for a, b in zip(_state(machines[0]), _state(machines[1]), strict=True):
         assert np.array_equal(a, b)
+
+
+def test_a_changed_loop_source_drops_the_cached_machine_code(tmp_path: Path) -> None:
+    """The batch and the loop compile ``_interp.py`` and ``_specialize.py`` into themselves:
+    when the sources' hash differs from the cache's marker, both modules' cached code goes."""
+    from aiopim.isa import _jitptr
+
+    stale = [
+        tmp_path / "_jitptr.run_dpus_at-164.py311.nbi",
+        tmp_path / "_interp.run-597.py311.1.nbc",
+    ]
+    other = tmp_path / "_other.f-1.py311.nbi"
+    for f in [*stale, other]:
+        f.write_bytes(b"old")
+    marker = tmp_path / "_jitptr.sources-sha256"
+    marker.write_text("a hash of older sources")
+    _jitptr._drop_stale_cache(tmp_path)
+    assert [f.exists() for f in stale] == [False, False]
+    assert other.exists()
+    stamp = marker.read_text()
+    assert len(stamp) == 64 and stamp != "a hash of older sources"
+    # the same sources again: the cache stays
+    stale[0].write_bytes(b"new")
+    _jitptr._drop_stale_cache(tmp_path)
+    assert stale[0].exists() and marker.read_text() == stamp

@@ -26,13 +26,21 @@ for _fn in (I.cycles_ps, I.first_cycle, I.dma_request):
     register_jitable(_fn)
 
 
-def _drop_stale_cache() -> None:
-    """numba keys this module's disk cache on this file alone, but the functions below compile
-    :mod:`._interp`'s loop into themselves: when ``_interp.py`` (or ``_semantics.py``) changes,
-    their cached machine code must go, or an old loop would run."""
-    sources = [Path(I.__file__), Path(__file__).with_name("_semantics.py")]
+def _drop_stale_cache(cache: Path | None = None) -> None:
+    """numba keys a function's disk cache on its own file alone, but the functions below compile
+    :mod:`._interp`'s loop into themselves, and the loop compiles :mod:`._specialize`'s call of
+    a program's step into itself: when one of those files (or ``_semantics.py``) changes, the
+    cached machine code of both modules must go, or an old loop would run. ``cache``: numba's
+    cache directory of this package (found when not given)."""
+    here = Path(__file__)
+    sources = [Path(I.__file__), here.with_name("_semantics.py"), here.with_name("_specialize.py")]
     stamp = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()
-    cache = Path(__file__).with_name("__pycache__")
+    if cache is None:
+        try:
+            # where numba keeps this package's cache (``NUMBA_CACHE_DIR`` moves it)
+            cache = Path(I.jit_dispatcher()._cache._cache_path)  # type: ignore[attr-defined]
+        except AttributeError:
+            cache = here.with_name("__pycache__")
     marker = cache / "_jitptr.sources-sha256"
     try:
         if marker.read_text() == stamp:
@@ -40,9 +48,10 @@ def _drop_stale_cache() -> None:
     except OSError:
         pass
     try:
-        for stale in cache.glob("_jitptr.*.nb[ic]"):
-            stale.unlink(missing_ok=True)
-        cache.mkdir(exist_ok=True)
+        for pattern in ("_jitptr.*.nb[ic]", "_interp.*.nb[ic]"):
+            for stale in cache.glob(pattern):
+                stale.unlink(missing_ok=True)
+        cache.mkdir(parents=True, exist_ok=True)
         marker.write_text(stamp)
     except OSError:
         pass  # a read-only install: numba falls back to its own cache directory

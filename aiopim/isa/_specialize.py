@@ -5,8 +5,9 @@ kinds, jump condition, flags and destination are tested at each instruction. For
 program those are constants, so this module writes the fast step of that program as Python
 source (one branch per fast row, with its operands, flags and jump decided when the source is
 written; in short loops, a branch runs a whole straight run of rows), compiles it with numba
-as a C-callable function, and gives the loop its address (``dv[D_STEP]``); the loop calls it
-through that address instead of running ``thread_slots``.
+with numba, and gives the loop the address of numba's own compiled function (``dv[D_STEP]``:
+numba's calling convention, not the C wrapper around it, which costs as much as a short run
+of the step); the loop calls it through that address instead of running ``thread_slots``.
 It issues exactly what ``thread_slots`` issues (the tests compare them instruction for
 instruction), several times faster.
 
@@ -386,7 +387,7 @@ def step_address(code: npt.NDArray[np.int64]) -> int:
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
-        address = int(module.step.address)
+        address = native_address(module.step)
     except Exception as exc:  # a bug here must not stop the run: the generic step is exact
         warnings.warn(
             f"aiopim: the program's compiled fast step failed ({exc!r}); using the generic one",
@@ -398,11 +399,22 @@ def step_address(code: npt.NDArray[np.int64]) -> int:
     return address
 
 
+def native_address(step: Any) -> int:
+    """The address of the function numba compiled for the ``cfunc`` ``step`` (the cfunc's own
+    address is that of a C wrapper which calls it and turns its status into a Python error)."""
+    name = step.native_name.removeprefix("cfunc.")
+    return int(step._library.get_pointer_to_function(name))
+
+
 def call_step_intrinsic() -> Any:
     """numba's compiled body of :func:`_interp.call_step`: a call through the step's address
-    with the arrays' data pointers."""
+    with the arrays' data pointers, in numba's calling convention (a status, the result through
+    a pointer, an exception slot). The generated step has no operation that can raise, so its
+    status is always 0; were it not, the call would report nothing issued from slot ``cs`` (the
+    loop's generic step then issues it), as the C wrapper does."""
     from llvmlite import ir
     from numba import types
+    from numba.core import cgutils
     from numba.extending import intrinsic
 
     from ._interp import D_STEP_OUT
@@ -421,10 +433,13 @@ def call_step_intrinsic() -> Any:
         per: Any,
     ) -> Any:
         def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            i32 = ir.IntType(32)
             i64 = ir.IntType(64)
             p8 = ir.IntType(8).as_pointer()
             p64 = i64.as_pointer()
-            fnty = ir.FunctionType(i64, [p64, p8, i64, p8, p64, i64, i64, i64, i64, p64])
+            fnty = ir.FunctionType(
+                i32, [p64, p8.as_pointer(), p64, p8, i64, p8, p64, i64, i64, i64, i64, p64]
+            )
 
             def array(i: int) -> Any:
                 return context.make_array(sig.args[i])(context, builder, args[i])
@@ -436,10 +451,25 @@ def call_step_intrinsic() -> Any:
             out = builder.gep(array(5).data, [ir.Constant(i64, D_STEP_OUT)])
             target = builder.inttoptr(integer(0), fnty.as_pointer())
             pointers = [array(i).data for i in range(1, 5)]
-            return builder.call(
+            # in the function's entry block (an alloca in the loop would grow the stack)
+            entry_alloca: Any = cgutils.alloca_once
+            result = entry_alloca(builder, i64)
+            excinfo = entry_alloca(builder, p8)
+            builder.store(integer(7), out)  # the next slot, should the step report nothing
+            status = builder.call(
                 target,
-                [*pointers[:2], wram_size, *pointers[2:], *map(integer, range(6, 10)), out],
+                [
+                    result,
+                    excinfo,
+                    *pointers[:2],
+                    wram_size,
+                    *pointers[2:],
+                    *map(integer, range(6, 10)),
+                    out,
+                ],
             )
+            ok = builder.icmp_signed("==", status, ir.Constant(i32, 0))
+            return builder.select(ok, builder.load(result), ir.Constant(i64, 0))
 
         return types.int64(step, regs, wram, atomic, th, dv, t, cs, fe, per), codegen
 
