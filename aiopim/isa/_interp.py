@@ -568,6 +568,18 @@ def thread_slots(
     return cs, n, lastpc
 
 
+#: bit index of a power of two below 2**32 (De Bruijn sequence 0x077CB531)
+_LOW_BIT: Final = (
+    0, 1, 28, 2, 29, 14, 24, 3, 30, 22, 20, 15, 25, 17, 4, 8,
+    31, 27, 13, 23, 21, 19, 16, 7, 26, 12, 18, 6, 11, 5, 10, 9,
+)  # fmt: skip
+
+
+def low_bit(m: int) -> int:
+    """The index of the lowest set bit of ``m`` (``0 < m < 2**32``)."""
+    return _LOW_BIT[(((m & -m) * 0x077CB531) & M32) >> 27]
+
+
 def call_step(
     step: int,
     regs: npt.NDArray[np.int64],
@@ -646,6 +658,12 @@ def run(
         nf = dv[D_WNF]
         per = nf if nf > REVOLVER_CYCLES else REVOLVER_CYCLES
     fcut = False  # the window's end was set by a slot that cannot issue
+    # the ready threads, bit t for thread t (only this loop's instructions change them while it
+    # runs; DMA completions happen between two calls)
+    ready = 0
+    for q in range(nthreads):
+        if th[q, T_RUN] == RUN_READY:
+            ready |= 1 << q
     reason = R_LIMIT
     while True:
         if fw:
@@ -786,14 +804,21 @@ def run(
                     # open a window if the ready threads are in steady issue: every ready thread
                     # issues once in the first period (see "Steady issue" in the module docstring)
                     nf = 0
-                    for q in range(nthreads):
-                        u = rr + 1 + q
-                        if u >= nthreads:
-                            u -= nthreads
-                        if th[u, T_RUN] == RUN_READY:
-                            scratch[nf, SCR_READY] = u
-                            scratch[nf, SCR_NEXT] = th[u, T_NEXT]
-                            nf += 1
+                    # the ready threads in round-robin order: those after rr, then the others
+                    above = ready & ~((2 << rr) - 1)
+                    m = above
+                    while True:
+                        if m == 0:
+                            if above < 0:
+                                break
+                            m = ready & ((2 << rr) - 1)
+                            above = -1
+                            continue
+                        u = low_bit(m)
+                        m &= m - 1
+                        scratch[nf, SCR_READY] = u
+                        scratch[nf, SCR_NEXT] = th[u, T_NEXT]
+                        nf += 1
                     per = nf if nf > REVOLVER_CYCLES else REVOLVER_CYCLES
                     steady = nf > 0
                     c0 = c
@@ -902,27 +927,30 @@ def run(
             # pick the next ready thread in round-robin order
             t = -1
             earliest = BIG
-            k = 0
             # the common case first: the thread after the last issuer is ready
             u = rr + 1
             if u >= nthreads:
                 u = 0
-            if nthreads > 0 and th[u, T_RUN] == RUN_READY and th[u, T_NEXT] <= c:
+            if (ready >> u) & 1 and th[u, T_NEXT] <= c:
                 t = u
-                k = nthreads
-            while k < nthreads:
-                u = rr + 1 + k
-                if u >= nthreads:
-                    u -= nthreads
-                k += 1
-                if th[u, T_RUN] != RUN_READY:
-                    continue
-                nx = th[u, T_NEXT]
-                if nx <= c:
-                    t = u
-                    break
-                if nx < earliest:
-                    earliest = nx
+            else:
+                above = ready & ~((2 << rr) - 1)
+                m = above
+                while True:
+                    if m == 0:
+                        if above < 0:
+                            break
+                        m = ready & ((2 << rr) - 1)
+                        above = -1
+                        continue
+                    u = low_bit(m)
+                    m &= m - 1
+                    nx = th[u, T_NEXT]
+                    if nx <= c:
+                        t = u
+                        break
+                    if nx < earliest:
+                        earliest = nx
             if t < 0:
                 if earliest == BIG and dma_min == BIG:
                     reason = R_END
@@ -1215,6 +1243,7 @@ def run(
                 dma[t, 3] = size
                 th[t, T_PC] = npc
                 th[t, T_RUN] = RUN_DMA
+                ready &= ~(1 << t)
                 th[t, T_NEXT] = BIG
                 dv[D_REQ] = t
                 c += 1
@@ -1240,10 +1269,12 @@ def run(
                         if op == OP_BOOT:
                             th[u, T_PC] = 0
                         th[u, T_RUN] = RUN_READY
+                        ready |= 1 << u
                         if th[u, T_NEXT] < c + 1:
                             th[u, T_NEXT] = c + 1
                 elif op == OP_CLR_RUN and th[u, T_RUN] == RUN_READY:
                     th[u, T_RUN] = RUN_STOPPED
+                    ready &= ~(1 << u)
                 zx = x
         elif op == OP_STOP:
             x = 1
@@ -1457,6 +1488,7 @@ def run(
         if op == OP_STOP:
             th[t, T_PC] = code[pc, C_PC] if taken else npc
             th[t, T_RUN] = RUN_STOPPED
+            ready &= ~(1 << t)
         elif mode == MODE_JUMP and taken:
             th[t, T_PC] = code[pc, C_PC]
         else:
@@ -1556,6 +1588,7 @@ def jit_dispatcher() -> Callable[..., int]:
         register_jitable(inline="always")(ends_window)
         register_jitable(inline="always")(spins)
         register_jitable(inline="always")(acquire_bit_set)
+        register_jitable(inline="always")(low_bit)
         register_jitable(inline="always")(thread_slots)
         register_jitable(inline="always")(call_step)
         # no reference counting: the loop allocates nothing and its caller keeps every array
