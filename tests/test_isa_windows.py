@@ -354,3 +354,9 @@ def test_steady_issue_is_recognised_exactly() -> None:
         # no instruction bound: a window needs room for all its slots (n * 256 > 3000)
         _compare(windowed, stepped, c0 + 400, 100_000)
     assert tried < 20_000
+
+
+@given(st.integers(1, (1 << 32) - 1))
+def test_low_bit_is_the_index_of_the_lowest_set_bit(mask: int) -> None:
+    """The ready-thread mask's bit scan (a De Bruijn table) against Python's bit arithmetic."""
+    assert I.low_bit(mask) == (mask & -mask).bit_length() - 1

@@ -44,7 +44,10 @@ every cycle of the first period issues one thread, each once. At the turn j of t
 period the ready threads are those of offsets j to n + j - REVOLVER_CYCLES (by induction), and
 round-robin picks the first of them after the previous issuer: the first period's thread j,
 unless one of the others sits between the two in round-robin order. The loop simulates the first
-period and checks that condition (both cost O(n) when the order is round-robin).
+period and checks that condition (both cost O(n) when the order is round-robin). When the i-th
+ready thread after the last issuer (in round-robin order) may issue at c0 + i, for every i, the
+first period issues them in that order, one per cycle, and nobody sits between two of them: the
+pattern is the list itself, and the loop skips both.
 """
 
 from __future__ import annotations
@@ -804,6 +807,7 @@ def run(
                     # open a window if the ready threads are in steady issue: every ready thread
                     # issues once in the first period (see "Steady issue" in the module docstring)
                     nf = 0
+                    in_turn = True
                     # the ready threads in round-robin order: those after rr, then the others
                     above = ready & ~((2 << rr) - 1)
                     m = above
@@ -816,13 +820,20 @@ def run(
                             continue
                         u = low_bit(m)
                         m &= m - 1
+                        nx = th[u, T_NEXT]
                         scratch[nf, SCR_READY] = u
-                        scratch[nf, SCR_NEXT] = th[u, T_NEXT]
+                        scratch[nf, SCR_NEXT] = nx
+                        # the common case: each issues at its turn in the list (the pattern is
+                        # then the list itself, see below)
+                        scratch[nf, SCR_ORDER] = u
+                        scratch[nf, SCR_OFF] = nf
+                        if nx > c + nf:
+                            in_turn = False
                         nf += 1
                     per = nf if nf > REVOLVER_CYCLES else REVOLVER_CYCLES
                     steady = nf > 0
                     c0 = c
-                    if steady:
+                    if steady and not in_turn:
                         # simulate the issue rule for one period
                         for q in range(nf):
                             scratch[q, SCR_SEEN] = 0
@@ -861,7 +872,7 @@ def run(
                             m += 1
                             y += 1
                         steady = steady and m == nf
-                    if steady and nf > REVOLVER_CYCLES:
+                    if steady and not in_turn and nf > REVOLVER_CYCLES:
                         # the second period repeats the first unless a thread ready at some turn
                         # sits, in round-robin order, between the previous issuer and that turn's
                         for j in range(nf):
