@@ -296,6 +296,8 @@ WINDOW_ROUNDS: Final = 256
 #: order and their offsets in the period and ready-list positions, and the ready list the issue
 #: rule is simulated on (thread, next issue, offset of its issue + 1)
 SCR_SPIN: Final = 24
+#: by thread: what its first slot in the window does (``WK_*``, set when the window opens)
+SCR_KIND: Final = 25
 SCR_TH: Final = 32
 SCR_ORDER: Final = SCR_TH + NTH
 SCR_OFF: Final = SCR_ORDER + 1
@@ -332,29 +334,51 @@ DMA_LDMAI: Final = 3
 M32: Final = 0xFFFFFFFF
 
 
-def ends_window(
+#: what a thread's next instruction does in a window (:func:`window_kind`)
+WK_RUNS: Final = 0
+WK_ENDS: Final = 1
+WK_SPINS: Final = 2
+
+
+def window_kind(
     code: npt.NDArray[np.int64],
     regs: npt.NDArray[np.int64],
     th: npt.NDArray[np.int64],
     atomic: npt.NDArray[np.uint8],
     t: int,
-) -> bool:
-    """Whether thread ``t``'s next instruction cannot issue inside a window: a PC outside the
-    program, or an instruction that changes what other threads see or which threads are
-    ready, or reads the clock. An acquire of a bit already set, a boot/resume of a thread not
-    stopped and a clr_run of a thread not ready change nothing (no thread can change those
-    inside a window) and may issue there."""
+) -> int:
+    """What thread ``t``'s next instruction does inside a window.
+
+    ``WK_ENDS``: it cannot issue there (a PC outside the program, or an instruction that
+    changes what other threads see or which threads are ready, or reads the clock). An acquire
+    of a bit already set, a boot/resume of a thread not stopped and a clr_run of a thread not
+    ready change nothing (no thread can change those inside a window) and may issue there.
+    ``WK_SPINS``: an acquire of a bit already set that jumps back to itself (a spin on a held
+    lock): it issues that row at every slot, changing nothing but its flags and next issue.
+    ``WK_RUNS``: any other instruction, which issues in the window."""
     pc = th[t, T_PC]
     if pc < 0 or pc >= code.shape[0]:
-        return True
-    f = code[pc, C_FW0] & FW_KIND
-    if f != FAST_NONE and f != FAST_ACQUIRE:
-        return False  # the common case: a row of the fast step
+        return WK_ENDS
+    w0 = code[pc, C_FW0]
+    f = w0 & FW_KIND
+    if f == FAST_ACQUIRE:
+        w1 = code[pc, C_FW1]
+        av = w1 & M32
+        if (w0 >> FW_AREG) & 1:
+            av = regs[t, av]
+        if not acquire_bit_set(av, w0, w1, regs, atomic, t):
+            return WK_ENDS
+        jc = (w0 >> FW_JUMP) & 7
+        if w0 >> FW_PC == pc and (jc == JC_TRUE or jc == JC_NZ):
+            return WK_SPINS
+        return WK_RUNS
+    if f != FAST_NONE:
+        return WK_RUNS  # the common case: a row of the fast step
     op = code[pc, C_OP]
     if not ((op >= OP_STORE and op <= OP_TIME_CFG) or op == OP_ILLEGAL):
-        return False
+        return WK_RUNS
     if op != OP_ACQUIRE and not (op >= OP_BOOT and op <= OP_READ_RUN):
-        return True
+        return WK_ENDS
     wa = code[pc, C_AV]
     if code[pc, C_AK] == K_REG:
         wa = regs[t, wa]
@@ -364,38 +388,12 @@ def ends_window(
     wv = ((wa & M32) + (wb & M32)) & 0xFFFF
     wi = ((wv >> 8) ^ wv) & 0xFF
     if op == OP_ACQUIRE:
-        return bool(atomic[wi] == 0)
+        return WK_ENDS if atomic[wi] == 0 else WK_RUNS
     if wi >= th.shape[0] or op == OP_READ_RUN:
-        return False  # a fault (which ends the window where it happens) or a read
+        return WK_RUNS  # a fault (which ends the window where it happens) or a read
     if op == OP_CLR_RUN:
-        return bool(th[wi, T_RUN] == RUN_READY)
-    return bool(th[wi, T_RUN] == RUN_STOPPED)
-
-
-def spins(
-    code: npt.NDArray[np.int64],
-    regs: npt.NDArray[np.int64],
-    th: npt.NDArray[np.int64],
-    atomic: npt.NDArray[np.uint8],
-    t: int,
-) -> bool:
-    """Whether thread ``t`` is at an acquire of a bit already set that jumps back to itself
-    (a spin on a held lock): inside a window it issues that row at every slot, changing
-    nothing but its flags and next issue, since no thread can release the bit there."""
-    pc = th[t, T_PC]
-    if pc < 0 or pc >= code.shape[0]:
-        return False
-    w0 = code[pc, C_FW0]
-    if w0 & FW_KIND != FAST_ACQUIRE or w0 >> FW_PC != pc:
-        return False
-    jc = (w0 >> FW_JUMP) & 7
-    if jc != JC_TRUE and jc != JC_NZ:
-        return False
-    w1 = code[pc, C_FW1]
-    av = w1 & M32
-    if (w0 >> FW_AREG) & 1:
-        av = regs[t, av]
-    return acquire_bit_set(av, w0, w1, regs, atomic, t)
+        return WK_ENDS if th[wi, T_RUN] == RUN_READY else WK_RUNS
+    return WK_ENDS if th[wi, T_RUN] == RUN_STOPPED else WK_RUNS
 
 
 def acquire_bit_set(
@@ -734,7 +732,7 @@ def run(
                 for j in range(NTH):
                     scratch[t, SCR_TH + j] = th[t, j]
                 cs = c0 + scratch[k, SCR_OFF]
-                if cs < fe and spins(code, regs, th, atomic, t):
+                if cs < fe and scratch[t, SCR_KIND] == WK_SPINS:
                     # every slot to the window's end spins: count them instead of running them
                     scratch[t, SCR_SPIN] = 1
                     done = (fe - 1 - cs) // per + 1
@@ -783,7 +781,7 @@ def run(
                     # again (with the thread that cut it first)
                     cool = 1
                 continue
-            if ends_window(code, regs, th, atomic, t):
+            if window_kind(code, regs, th, atomic, t) == WK_ENDS:
                 fend = True
                 dv[D_CUTTER] = t
                 continue
@@ -894,12 +892,14 @@ def run(
                     # a thread whose first slot cannot issue ends the window there (the rows
                     # are in issue order, unless a window put its cutter first)
                     for q in range(nf):
-                        if c0 + scratch[q, SCR_OFF] < fe and ends_window(
-                            code, regs, th, atomic, scratch[q, SCR_ORDER]
-                        ):
-                            fe = c0 + scratch[q, SCR_OFF]
-                            fcut = True
-                            dv[D_CUTTER] = scratch[q, SCR_ORDER]
+                        if c0 + scratch[q, SCR_OFF] < fe:
+                            u = scratch[q, SCR_ORDER]
+                            kind = window_kind(code, regs, th, atomic, u)
+                            scratch[u, SCR_KIND] = kind
+                            if kind == WK_ENDS:
+                                fe = c0 + scratch[q, SCR_OFF]
+                                fcut = True
+                                dv[D_CUTTER] = u
                 if fe > cycle_limit:
                     fe = cycle_limit
                 if fe > dma_min:
@@ -1596,8 +1596,7 @@ def jit_dispatcher() -> Callable[..., int]:
 
         global _call_step
         _call_step = call_step_intrinsic()
-        register_jitable(inline="always")(ends_window)
-        register_jitable(inline="always")(spins)
+        register_jitable(inline="always")(window_kind)
         register_jitable(inline="always")(acquire_bit_set)
         register_jitable(inline="always")(low_bit)
         register_jitable(inline="always")(thread_slots)
