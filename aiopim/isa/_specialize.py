@@ -455,7 +455,6 @@ def call_step_intrinsic() -> Any:
             entry_alloca: Any = cgutils.alloca_once
             result = entry_alloca(builder, i64)
             excinfo = entry_alloca(builder, p8)
-            builder.store(integer(7), out)  # the next slot, should the step report nothing
             status = builder.call(
                 target,
                 [
@@ -469,6 +468,8 @@ def call_step_intrinsic() -> Any:
                 ],
             )
             ok = builder.icmp_signed("==", status, ir.Constant(i32, 0))
+            with builder.if_then(builder.not_(ok), likely=False):
+                builder.store(integer(7), out)  # nothing issued: the next slot is cs
             return builder.select(ok, builder.load(result), ir.Constant(i64, 0))
 
         return types.int64(step, regs, wram, atomic, th, dv, t, cs, fe, per), codegen
