@@ -8,8 +8,8 @@ and attributes the samples that fall in numba's compiled code to its functions (
 the source lines of ``aiopim/isa/_interp.py``. The line table comes from a build with numba's
 debug information (``NUMBA_DEBUGINFO=1``, bounds checks off) in a temporary numba cache, so the
 first run compiles for about a minute; that build runs the loop about 15 % slower than the
-normal one, and the step about twice as slow, so read shares inside ``run``, not absolute
-times. Needs ``perf`` (with ``perf_event_paranoid`` <= 2) and ``addr2line`` (binutils).
+normal one, and the step about four times as slow, so read shares inside ``run``, not absolute
+times. Needs ``perf`` (with ``perf_event_paranoid`` <= 2), ``addr2line`` and ``objdump`` (binutils).
 Last line: ``profile_isa_loop samples=<samples in the loop>``.
 """
 
