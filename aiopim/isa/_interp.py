@@ -764,16 +764,17 @@ def run(
                     if fe != c0 + rounds * per:
                         for q in range(nf):
                             scratch[q, SCR_OFF] = (c0 + scratch[q, SCR_OFF] - fe) % per
-                        for q in range(1, nf):  # in issue order again
-                            j = q
-                            while j > 0 and scratch[j - 1, SCR_OFF] > scratch[j, SCR_OFF]:
-                                for col in (SCR_ORDER, SCR_OFF):
-                                    v = scratch[j - 1, col]
-                                    scratch[j - 1, col] = scratch[j, col]
-                                    scratch[j, col] = v
-                                j -= 1
                     elif rounds < WINDOW_ROUNDS:
                         rounds <<= 1
+                    # in issue order again (rotated, or with the cutter put first)
+                    for q in range(1, nf):
+                        j = q
+                        while j > 0 and scratch[j - 1, SCR_OFF] > scratch[j, SCR_OFF]:
+                            for col in (SCR_ORDER, SCR_OFF):
+                                v = scratch[j - 1, col]
+                                scratch[j - 1, col] = scratch[j, col]
+                                scratch[j, col] = v
+                            j -= 1
                     cool = 0
                     again = True
                 else:
@@ -889,17 +890,17 @@ def run(
                                 break
                 fe = c0 + rounds * per
                 if steady:
-                    # a thread whose first slot cannot issue ends the window there (the rows
-                    # are in issue order, unless a window put its cutter first)
+                    # the first thread (in issue order) whose first slot cannot issue ends the
+                    # window there
                     for q in range(nf):
-                        if c0 + scratch[q, SCR_OFF] < fe:
-                            u = scratch[q, SCR_ORDER]
-                            kind = window_kind(code, regs, th, atomic, u)
-                            scratch[u, SCR_KIND] = kind
-                            if kind == WK_ENDS:
-                                fe = c0 + scratch[q, SCR_OFF]
-                                fcut = True
-                                dv[D_CUTTER] = u
+                        u = scratch[q, SCR_ORDER]
+                        kind = window_kind(code, regs, th, atomic, u)
+                        scratch[u, SCR_KIND] = kind
+                        if kind == WK_ENDS:
+                            fe = c0 + scratch[q, SCR_OFF]
+                            fcut = True
+                            dv[D_CUTTER] = u
+                            break
                 if fe > cycle_limit:
                     fe = cycle_limit
                 if fe > dma_min:
@@ -928,10 +929,34 @@ def run(
                     k = -1  # the first thread starts below, as every next one does
                     fw = True
                     continue
-                if fcut and fe > c0 and c0 + scratch[0, SCR_OFF] + per >= fe:
-                    # too short: the slot that ends it issues cycle by cycle, then try again
+                if fcut and c0 + scratch[0, SCR_OFF] + per >= fe:
+                    # too short for a window: the slots before its end are each thread's first
+                    # of the pattern, and each of those instructions may issue in a window, so
+                    # they issue now in issue order (their cycles and order issued one by one);
+                    # the slot that ends it issues cycle by cycle, then try again
                     cool = 0
                     hold = fe
+                    if issued + nf <= max_issue:
+                        c = fe
+                        for q in range(nf):
+                            cs = c0 + scratch[q, SCR_OFF]
+                            if cs >= fe:
+                                break
+                            u = scratch[q, SCR_ORDER]
+                            done = 0
+                            if code[th[u, T_PC], C_FW0] != 0:
+                                _, done, donepc = thread_slots(
+                                    code, regs, th, wram, atomic, u, cs, cs + 1, 1
+                                )
+                            if done == 0:
+                                c = cs  # the general step issues this one
+                                break
+                            rr = u
+                            issued += 1
+                            last = cs
+                            lastpc = donepc
+                            instr += 1
+                    continue
                 else:
                     cool = nthreads
             cool -= 1
