@@ -75,11 +75,11 @@ FLAG_WORD = np.array([1, 0], np.uint32).view(np.uint8)
 
 
 def _flag_run(
-    backend: str, iterations: list[int], after_ps: int, schedule: bool
+    backend: str, iterations: list[int], after_ps: int, schedule: bool, program: str = PROGRAM
 ) -> tuple[dict[str, Any], dict[str, int]]:
     """DPUs count their polls of ``flag`` (at most ``iterations`` each); a kernel process sets
     every DPU's flag ``after_ps`` after they boot, by a scheduled write or at its event."""
-    binary = aiopim.load_elf(assemble(PROGRAM, "v1B"), name="flag")
+    binary = aiopim.load_elf(assemble(program, "v1B"), name="flag")
     flag = binary.address_of("flag")
     seen: dict[str, Any] = {}
     made = {"batch": 0, "host": 0}
@@ -151,3 +151,30 @@ def test_horizon_skips_events_that_touch_no_dpu_until_their_bound() -> None:
     empty.call_at(10, lambda _: None).append(70)
     assert empty.next_synced_event_time() == 70
     assert empty.next_event_time() == 10
+
+
+def test_a_scheduled_write_in_a_rolled_back_run_is_undone(
+    backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One DPU ends after a few polls while the others run on, far past the write's time, in a
+    speculative event: they go back to the end plus the polling latency, before the write, so
+    the write's WRAM bytes go back too (the batch kept that WRAM block before writing it), and
+    they see the flag at its time. The flag has a WRAM block of its own (no store of the
+    program keeps that block first)."""
+    rollbacks = {"n": 0}
+    rollback = _runner.IsaRunner.rollback
+
+    def counting(self: _runner.IsaRunner) -> None:
+        rollbacks["n"] += 1
+        rollback(self)
+
+    monkeypatch.setattr(_runner.IsaRunner, "rollback", counting)
+    iterations = [3, 20000, 20000, 20000]
+    after_ps = 30_000_000
+    flag = "        .globl flag\n"
+    program = PROGRAM.replace(flag, "        .balign 4096\n" + flag)
+    seen, made = _flag_run(backend, iterations, after_ps, True, program)
+    assert rollbacks["n"] > 0 and made["batch"] > 0
+    expected, _ = _flag_run(backend, iterations, after_ps, False, program)
+    assert seen == expected
+    assert seen["counts"][0] == [3, 3, 3, 3]

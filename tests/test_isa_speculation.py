@@ -256,3 +256,36 @@ def test_exploration_permutes_the_same_events(binary: aiopim.DpuProgram, seed: i
         _runner.set_jit(None)
     assert rollbacks > 0
     assert seen == lockstep
+
+
+def test_a_transfer_into_wram_keeps_each_block_once_before_writing_it() -> None:
+    """While a checkpoint is kept, the compiled batch copies each 2 KiB WRAM block to the
+    checkpoint's copy before its first write since the checkpoint (here by two ``ldma`` of
+    zeros), and never again: the copy holds the bytes of the checkpoint."""
+    from aiopim.isa import _interp as I
+    from aiopim.isa import _jitptr
+
+    nthreads = 2
+    th = np.zeros((nthreads, I.NTH), np.int64)
+    dv = np.zeros(I.ND, np.int64)
+    dma = np.zeros((nthreads, 4), np.int64)
+    wram = (np.arange(65536) % 251 + 1).astype(np.uint8)
+    checkpoint = wram.copy()
+    saved = np.zeros_like(wram)
+    dv[I.D_NTHREADS] = nthreads
+    dv[I.D_WKEEP] = saved.ctypes.data
+    dv[I.D_WBLOCK] = I.wram_block_shift(len(wram))
+    assert dv[I.D_WBLOCK] == 11
+    pages = np.zeros(1, np.int64)
+    pmap = np.full(4, I.PM_ZERO, np.int64)  # MRAM that reads as zeros
+    for cycle, (waddr, size) in enumerate([(5000, 3000), (6400, 800)], start=100):
+        dv[I.D_CYCLE] = cycle
+        th[1, I.T_RUN] = I.RUN_DMA
+        th[1, I.T_NEXT] = cycle
+        dma[1] = (I.DMA_LDMA, waddr, 0, size)
+        assert _jitptr._serve_dma_at(th, dv, dma, wram, pages, pmap)
+        assert th[1, I.T_RUN] == I.RUN_READY
+        assert not wram[waddr : waddr + size].any()
+    assert dv[I.D_WKEPT] == 0b1100  # blocks 2 and 3 (bytes 4096-8191)
+    assert np.array_equal(saved[4096:8192], checkpoint[4096:8192])
+    assert not saved[:4096].any() and not saved[8192:].any()

@@ -52,6 +52,7 @@ pattern is the list itself, and the loop skips both.
 
 from __future__ import annotations
 
+import ctypes
 import os
 from collections.abc import Callable
 from typing import Any, Final
@@ -283,7 +284,13 @@ D_STEP_OUT: Final = 30
 #: how many there are
 D_HW_DONE: Final = 32
 D_HW_N: Final = 33
-ND: Final = 34
+#: a checkpoint's WRAM copy is made block by block (compiled batch only, see
+#: :func:`keep_wram`): the copy's address (0: no checkpoint), the blocks already in it (bit b
+#: for block b) and log2 of the block size
+D_WKEEP: Final = 34
+D_WKEPT: Final = 35
+D_WBLOCK: Final = 36
+ND: Final = 37
 
 BIG: Final = 1 << 62
 
@@ -597,6 +604,38 @@ def call_step(
     :mod:`._specialize`): the number issued; the next slot and the last PC in
     ``dv[D_STEP_OUT:]``. Only the compiled loop can call it."""
     return _call_step(step, regs, wram, atomic, th, dv, t, cs, fe, per)  # type: ignore[no-any-return]
+
+
+def keep_wram(dv: npt.NDArray[np.int64], wram: npt.NDArray[np.uint8], lo: int, hi: int) -> None:
+    """Before WRAM bytes ``[lo, hi)`` change: while a checkpoint is kept (``dv[D_WKEEP]``, the
+    address of its WRAM copy), copy there each block among them not copied yet."""
+    to = dv[D_WKEEP]
+    if to == 0 or hi <= lo:
+        return
+    shift = dv[D_WBLOCK]
+    for b in range(lo >> shift, ((hi - 1) >> shift) + 1):
+        bit = 1 << b
+        if dv[D_WKEPT] & bit == 0:
+            a = b << shift
+            n = wram.shape[0] - a
+            if n > 1 << shift:
+                n = 1 << shift
+            copy_out(to + a, wram, a, n)
+            dv[D_WKEPT] |= bit
+
+
+def wram_block_shift(size: int) -> int:
+    """log2 of the block size of :func:`keep_wram` for a WRAM of ``size`` bytes: at most 62
+    blocks (their marks are one int64), of at least 8 bytes."""
+    shift = 3
+    while (size + (1 << shift) - 1) >> shift > 62:
+        shift += 1
+    return shift
+
+
+def copy_out(to: int, wram: npt.NDArray[np.uint8], start: int, n: int) -> None:
+    """Copy ``n`` bytes of ``wram`` from index ``start`` to the address ``to``."""
+    ctypes.memmove(int(to), wram.ctypes.data + int(start), int(n))
 
 
 def _no_compiled_step(*args: Any) -> int:
@@ -1251,6 +1290,7 @@ def run(
                     v = (int(regs[t, cv]) << 32) | int(regs[t, cv + 1])
                 else:
                     v = int(regs[t, cv])
+                keep_wram(dv, wram, addr, addr + size)
                 for i in range(size):
                     byte = (v >> (8 * i)) & 0xFF
                     if big:
@@ -1615,12 +1655,22 @@ def jit_dispatcher() -> Callable[..., int]:
     global _JIT_RUN
     if _JIT_RUN is None:
         import numba
-        from numba.extending import register_jitable
+        from numba.extending import overload, register_jitable
 
-        from ._specialize import call_step_intrinsic
+        from ._specialize import call_step_intrinsic, copy_out_intrinsic
 
         global _call_step
         _call_step = call_step_intrinsic()
+        copy = copy_out_intrinsic()
+
+        @overload(copy_out)
+        def _copy_out(to: Any, wram: Any, start: Any, n: Any) -> Any:
+            def impl(to: Any, wram: Any, start: Any, n: Any) -> Any:
+                copy(to, wram, start, n)
+
+            return impl
+
+        register_jitable(inline="always")(keep_wram)
         register_jitable(inline="always")(window_kind)
         register_jitable(inline="always")(acquire_bit_set)
         register_jitable(inline="always")(low_bit)
@@ -1744,6 +1794,8 @@ def serve_dma(
             e = pmap[p]
             if e == PM_UNKNOWN or (kind == DMA_SDMA and (e < 0 or (e & 1) == 0)):
                 return False
+        if kind == DMA_LDMA:
+            keep_wram(dv, wram, waddr, waddr + size)
         pos = 0
         while pos < size:
             a = maddr + pos

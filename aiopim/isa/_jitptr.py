@@ -22,7 +22,7 @@ from numba.np.numpy_support import carray
 from . import _interp as I
 from ._semantics import NCOL
 
-for _fn in (I.cycles_ps, I.first_cycle, I.dma_request):
+for _fn in (I.cycles_ps, I.first_cycle, I.dma_request, I.wram_block_shift):
     register_jitable(_fn)
 
 
@@ -105,6 +105,8 @@ def _serve_dma_at(th: Any, dv: Any, dma: Any, wram: Any, pages: Any, pmap: Any) 
             e = pmap[p]
             if e == I.PM_UNKNOWN or (kind == I.DMA_SDMA and (e < 0 or (e & 1) == 0)):
                 return False
+        if kind == I.DMA_LDMA:
+            I.keep_wram(dv, wram, waddr, waddr + size)
         pos = 0
         while pos < size:
             a = maddr + pos
@@ -139,6 +141,7 @@ def _host_writes(hw: Any, dv: Any, wram: Any) -> None:
     while i < hw.shape[0] and hw[i, 0] <= c:
         w = hw[i, 1]
         n = hw[i, 3]
+        I.keep_wram(dv, wram, w, w + n)
         wram[w : w + n] = carray(_u8(hw[i, 2]), n)
         i += 1
     dv[I.D_HW_DONE] = i
@@ -153,17 +156,19 @@ def _copy_words(to: int, source: int, count: int) -> None:
 def _save_state(row: Any, n: int, to: Any) -> None:
     """``IsaRunner.save_state`` in the batch: the DPU's arrays copied word by word to the
     checkpoint's copies at ``to`` (in ``IsaRunner._state``'s order), and its MRAM write marks
-    cleared."""
+    cleared. WRAM is copied block by block before its bytes change (:func:`_interp.keep_wram`):
+    a run of a few microseconds writes a few of its 64 KiB."""
     _copy_words(to[0], row[I.A_REGS], n * 32)
     _copy_words(to[1], row[I.A_TH], n * I.NTH)
+    dv = carray(_i64(row[I.A_DV]), I.ND)
+    dv[I.D_WKEEP] = 0  # the copy does not keep WRAM: a rollback ends the keeping
     _copy_words(to[2], row[I.A_DV], I.ND)
     _copy_words(to[3], row[I.A_ATOMIC], 256 >> 3)
     _copy_words(to[4], row[I.A_DMA], n * 4)
     _copy_words(to[5], row[I.A_SCRATCH], n * I.NSCR)
-    nw = row[I.A_NWRAM]
-    _copy_words(to[6], row[I.A_WRAM], nw >> 3)
-    tail = nw & ~7  # a WRAM size that is not a multiple of 8: its last bytes
-    carray(_u8(to[6] + tail), nw - tail)[:] = carray(_u8(row[I.A_WRAM] + tail), nw - tail)
+    dv[I.D_WKEEP] = to[6]
+    dv[I.D_WKEPT] = 0
+    dv[I.D_WBLOCK] = I.wram_block_shift(row[I.A_NWRAM])
     pmap = carray(_i64(row[I.A_PMAP]), row[I.A_NPMAP])
     for p in range(pmap.shape[0]):
         if pmap[p] >= 0:

@@ -484,7 +484,9 @@ class IsaRunner(DpuRunner):
             self.spec_dmas = []
 
     def save_state(self) -> None:
-        """The checkpoint's copies of the arrays, and the loop's MRAM write marks cleared."""
+        """The checkpoint's copies of the arrays (all of WRAM), and the loop's MRAM write marks
+        cleared."""
+        self.dv[I.D_WKEEP] = 0
         for saved, live in zip(self._saved, self._state(), strict=True):
             np.copyto(saved, live)
         np.bitwise_and(self.pmap, ~1, out=self.pmap, where=self.pmap >= 0)
@@ -495,7 +497,8 @@ class IsaRunner(DpuRunner):
         return self._undo is not None
 
     def commit(self) -> None:
-        """Keep what ran since :meth:`checkpoint`."""
+        """Keep what ran since :meth:`checkpoint` (the batch may go on keeping WRAM blocks
+        until the next checkpoint: a copy nobody reads)."""
         self._undo = None
         if self.saved_pages:
             self.saved_pages = set()
@@ -503,9 +506,22 @@ class IsaRunner(DpuRunner):
     def rollback(self) -> None:
         """Undo everything since :meth:`checkpoint` (the DPU is running again)."""
         assert self._undo is not None
-        for saved, live in zip(self._saved, self._state(), strict=True):
-            np.copyto(live, saved)
         dpu = self.dpu
+        # WRAM: the whole copy (save_state), or the blocks the compiled batch kept
+        keeping = bool(self.dv[I.D_WKEEP])
+        kept = int(self.dv[I.D_WKEPT])
+        shift = int(self.dv[I.D_WBLOCK])
+        for saved, live in zip(self._saved, self._state(), strict=True):
+            if live is not dpu.wram:
+                np.copyto(live, saved)
+        saved_wram = self._saved[-1]
+        if not keeping:
+            np.copyto(dpu.wram, saved_wram)
+        while kept:
+            block = (kept & -kept).bit_length() - 1
+            kept &= kept - 1
+            start = block << shift
+            dpu.wram[start : start + (1 << shift)] = saved_wram[start : start + (1 << shift)]
         for in_iram, address, old in reversed(self._undo):
             if in_iram:
                 dpu.iram[address : address + len(old)] = old
@@ -534,6 +550,7 @@ class IsaRunner(DpuRunner):
             kind, waddr, maddr, size = (int(v) for v in self.dma[t])
             undo = self._undo
             if kind == I.DMA_LDMA:
+                I.keep_wram(self.dv, dpu.wram, waddr, waddr + size)
                 dpu.wram[waddr : waddr + size] = dpu.mram.read(maddr, size)
             elif kind == I.DMA_SDMA:
                 if undo is not None:
@@ -931,7 +948,7 @@ class IsaScheduler:
             redo.extend(r for j, r in enumerate(active) if j not in finished)
         rolled_back = {id(r) for r in redo}
         for r in active:
-            if id(r) not in rolled_back:
+            if not rolled_back or id(r) not in rolled_back:
                 r.commit()
         self._reach = _MAX_CHUNKS if redo else min(2 * self._reach, _MAX_REACH)
         if redo:
@@ -1013,7 +1030,7 @@ class IsaScheduler:
 _HW_ROWS = 4
 #: a scheduler event speculates (see IsaScheduler._speculate) when the DPUs may run at least
 #: this many polling latencies ahead
-_SPECULATE_CHUNKS = 8
+_SPECULATE_CHUNKS = 2
 #: the farthest a speculative event runs ahead, in polling latencies
 _MAX_REACH = 1 << 14
 #: fewer DPUs than this per thread are not worth a thread

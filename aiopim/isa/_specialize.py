@@ -475,3 +475,27 @@ def call_step_intrinsic() -> Any:
         return types.int64(step, regs, wram, atomic, th, dv, t, cs, fe, per), codegen
 
     return intrinsic(typer)
+
+
+def copy_out_intrinsic() -> Any:
+    """numba's compiled body of :func:`_interp._copy_out`: ``n`` bytes of a uint8 array from
+    index ``start`` to the address ``to`` (a checkpoint's copy)."""
+    from numba import types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    def typer(typingctx: Any, to: Any, source: Any, start: Any, n: Any) -> Any:
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            def integer(i: int) -> Any:
+                return context.cast(builder, args[i], sig.args[i], types.int64)
+
+            data = context.make_array(sig.args[1])(context, builder, args[1]).data
+            src = builder.gep(data, [integer(2)])
+            dst = builder.inttoptr(integer(0), src.type)
+            memcpy: Any = cgutils.raw_memcpy
+            memcpy(builder, dst, src, integer(3), 1)
+            return context.get_dummy_value()
+
+        return types.void(to, source, start, n), codegen
+
+    return intrinsic(typer)
