@@ -289,3 +289,55 @@ def test_a_transfer_into_wram_keeps_each_block_once_before_writing_it() -> None:
     assert dv[I.D_WKEPT] == 0b1100  # blocks 2 and 3 (bytes 4096-8191)
     assert np.array_equal(saved[4096:8192], checkpoint[4096:8192])
     assert not saved[:4096].any() and not saved[8192:].any()
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_transfer_python_serves_keeps_its_wram_block_and_rolls_back(
+    binary: aiopim.DpuProgram, backend: str
+) -> None:
+    """A transfer into WRAM that Python serves while the batch keeps a checkpoint's WRAM (a
+    page the batch does not hold) keeps the block first; a rollback brings back the kept
+    blocks only."""
+    from aiopim.isa import _interp as I
+
+    seen: dict[str, Any] = {}
+
+    async def main() -> None:
+        dpus = await aiopim.DpuSet.alloc(nr_dpus=1)
+        await dpus.load(binary)
+        fill = np.full(2048 * THREADS, TRAIL_FILL, np.uint32)
+        await dpus.copy_to("trail", fill)
+        await dpus.copy_to("iterations", np.array([2, 0], np.uint32))
+        await dpus.launch()
+        dpu = dpus.dpu_list[0]
+        r = dpu.runner
+        assert isinstance(r, _runner.IsaRunner)
+        wram = dpu.wram
+        wram[:] = (np.arange(len(wram)) % 251 + 1).astype(np.uint8)
+        before = wram.copy()
+        r.checkpoint()
+        r.save_state()
+        r.dv[I.D_WKEEP] = r._saved[-1].ctypes.data  # as the compiled batch keeps WRAM
+        r.dv[I.D_WKEPT] = 0
+        r.dv[I.D_WBLOCK] = I.wram_block_shift(len(wram))
+        inbox = binary.address_of("inbox")
+        r.th[1, I.T_RUN] = I.RUN_DMA
+        r.th[1, I.T_NEXT] = r.dv[I.D_CYCLE]
+        trail = binary.address_of("trail") & (dpu.mram.size - 1)  # its MRAM offset
+        r.dma[1] = (I.DMA_LDMA, inbox, trail, 16)
+        r._dma_due()
+        seen["inbox"] = wram[inbox : inbox + 16].tolist()
+        seen["mram"] = dpu.mram.read(trail, 16).tolist()
+        seen["kept"] = int(r.dv[I.D_WKEPT])
+        wram[len(wram) - 8 :] = 0  # a write in a block not kept: not undone
+        r.rollback()
+        seen["restored"] = bool(np.array_equal(wram[:-8], before[:-8]))
+        seen["tail"] = wram[-8:].tolist()
+        seen["block"] = inbox >> 11
+        seen["before"] = before[inbox : inbox + 16].tolist()
+
+    aiopim.Emulator(aiopim.MachineConfig(nr_ranks=1, nr_dpus_per_rank=1)).run(main, backend=backend)
+    assert seen["inbox"] == seen["mram"] != seen["before"]
+    assert seen["kept"] == 1 << seen["block"]
+    assert seen["restored"]
+    assert seen["tail"] == [0] * 8
