@@ -315,7 +315,7 @@ def test_a_transfer_python_serves_keeps_its_wram_block_and_rolls_back(
         wram = dpu.wram
         wram[:] = (np.arange(len(wram)) % 251 + 1).astype(np.uint8)
         before = wram.copy()
-        r.checkpoint()
+        r.checkpoint_copies()
         r.save_state()
         r.dv[I.D_WKEEP] = r._saved[-1].ctypes.data  # as the compiled batch keeps WRAM
         r.dv[I.D_WKEPT] = 0

@@ -257,7 +257,8 @@ class IsaRunner(DpuRunner):
         #: interface builds an object at each call)
         self.saved_address = 0
         self._saved_code = self.code
-        #: while speculating, what the run wrote outside that state: (in IRAM, address, old bytes)
+        #: while speculating, once Python served a transfer (:meth:`keep_undo`), what it wrote
+        #: outside that state: (in IRAM, address, old bytes)
         self._undo: list[tuple[bool, int, npt.NDArray[np.uint8]]] | None = None
         #: while speculating, the MRAM pages whose bytes are in ``_undo`` (the loop may write them)
         self.saved_pages: set[int] = set()
@@ -292,6 +293,7 @@ class IsaRunner(DpuRunner):
         self.scratch = I.scratch(self.nr_threads)
         self._hw_sources = []
         self._saved = ()  # new arrays: the checkpoint's copies are made again at the next one
+        self.saved_address = 0
         self.boot_ps = self.dpu.kernel.now
         num, den = _clock_ratio(self.dpu.chip.frequency_hz)
         self.dv[I.D_BOOT_PS] = self.boot_ps
@@ -464,24 +466,27 @@ class IsaRunner(DpuRunner):
     def _state(self) -> tuple[npt.NDArray[Any], ...]:
         return (self.regs, self.th, self.dv, self.atomic, self.dma, self.scratch, self.dpu.wram)
 
-    def checkpoint(self) -> None:
-        """Start keeping what a run may change so that :meth:`rollback` can bring the DPU back
-        here: the old bytes of every MRAM page before its first write and of every IRAM write,
-        and the instruction rows. The caller makes the copies of the arrays (registers, threads,
-        DPU scalars, atomic bits, DMA engine, work array, WRAM) before the DPU runs: either
-        :meth:`save_state`, or the compiled batch given :attr:`saved_addresses`. The loop writes
-        only MRAM pages its map marks writable: the marks are cleared with the copies, and a page
-        gets its mark back once its bytes are kept."""
+    def checkpoint_copies(self) -> int:
+        """Where the checkpoint's copies of the arrays (registers, threads, DPU scalars, atomic
+        bits, DMA engine, work array, WRAM) go, allocated at the first checkpoint: the address of
+        their addresses (:attr:`saved_addresses`), for the compiled batch, which makes the copies
+        right before the DPU runs (else :meth:`save_state`). The loop writes only MRAM pages its
+        map marks writable: the marks are cleared with the copies, and while the scheduler
+        speculates a page gets its mark back once its bytes are kept (:meth:`keep_undo`)."""
         if not self._saved:
             self._saved = tuple(np.empty_like(a) for a in self._state())
             self.saved_addresses = np.array([a.ctypes.data for a in self._saved], np.int64)
             self.saved_address = self.saved_addresses.ctypes.data
-        self._saved_code = self.code
-        self._undo = []
-        if self.saved_pages:
-            self.saved_pages = set()
-        if self.spec_dmas:
-            self.spec_dmas = []
+        return self.saved_address
+
+    def keep_undo(self) -> None:
+        """While the scheduler speculates, before Python serves this DPU's first transfer:
+        start keeping what Python changes outside the arrays so that :meth:`rollback` can undo
+        it (the old bytes of every MRAM page before its first write and of every IRAM write, the
+        instruction rows) and the times of those transfers."""
+        if self._undo is None:
+            self._saved_code = self.code
+            self._undo = []
 
     def save_state(self) -> None:
         """The checkpoint's copies of the arrays (all of WRAM), and the loop's MRAM write marks
@@ -491,21 +496,15 @@ class IsaRunner(DpuRunner):
             np.copyto(saved, live)
         np.bitwise_and(self.pmap, ~1, out=self.pmap, where=self.pmap >= 0)
 
-    @property
-    def speculating(self) -> bool:
-        """Between :meth:`checkpoint` and :meth:`commit` or :meth:`rollback`."""
-        return self._undo is not None
-
     def commit(self) -> None:
-        """Keep what ran since :meth:`checkpoint` (the batch may go on keeping WRAM blocks
-        until the next checkpoint: a copy nobody reads)."""
+        """Keep what ran since the checkpoint (the batch may go on keeping WRAM blocks until
+        the next checkpoint: a copy nobody reads). Only a DPU that kept an undo list needs it."""
         self._undo = None
-        if self.saved_pages:
-            self.saved_pages = set()
+        self.saved_pages = set()
+        self.spec_dmas = []
 
     def rollback(self) -> None:
-        """Undo everything since :meth:`checkpoint` (the DPU is running again)."""
-        assert self._undo is not None
+        """Undo everything since the checkpoint (the DPU is running again)."""
         dpu = self.dpu
         # WRAM: the whole copy (save_state), or the blocks the compiled batch kept
         keeping = bool(self.dv[I.D_WKEEP])
@@ -522,14 +521,14 @@ class IsaRunner(DpuRunner):
             kept &= kept - 1
             start = block << shift
             dpu.wram[start : start + (1 << shift)] = saved_wram[start : start + (1 << shift)]
-        for in_iram, address, old in reversed(self._undo):
-            if in_iram:
-                dpu.iram[address : address + len(old)] = old
-            else:
-                dpu.mram.write(address, old)
-        self.code = self._saved_code
-        self._undo = None
-        self.saved_pages = set()
+        if self._undo is not None:
+            for in_iram, address, old in reversed(self._undo):
+                if in_iram:
+                    dpu.iram[address : address + len(old)] = old
+                else:
+                    dpu.mram.write(address, old)
+            self.code = self._saved_code
+        self.commit()
         self.active = True
 
     # -- DMA ------------------------------------------------------------------------------------
@@ -683,6 +682,10 @@ class IsaScheduler:
         #: speculative scheduler events, and DPUs they sent back to their checkpoint
         self.speculations = 0
         self.rollbacks = 0
+        #: a speculative event's run is under way (see :meth:`_speculate`)
+        self._open = False
+        #: the DPUs that kept an undo list in it (:meth:`IsaRunner.keep_undo`)
+        self._undoing: list[IsaRunner] = []
         #: how many polling latencies the next speculative event may run ahead
         self._reach = _MAX_CHUNKS
 
@@ -820,14 +823,17 @@ class IsaScheduler:
                         self._page_addr = np.resize(self._page_addr, 2 * idx)
                     self._page_addr[idx] = page.ctypes.data
                 # writable: a private page, whose old bytes are kept if the DPU speculates
-                writable = page.flags.writeable and (not r.speculating or p in r.saved_pages)
+                writable = page.flags.writeable and (not self._open or p in r.saved_pages)
                 r.pmap[p] = 2 * idx + (1 if writable else 0)
             r.pmap_pages[p] = page
 
     def _python_dma(self, r: IsaRunner) -> None:
         """Serve the due transfers in Python, then give the loop their pages."""
         c = int(r.dv[I.D_CYCLE])
-        if r.speculating:
+        if self._open:
+            if r._undo is None:
+                r.keep_undo()
+                self._undoing.append(r)
             r.spec_dmas.append(r.time_of(c))
         spans = [
             (int(r.dma[t, 2]), int(r.dma[t, 3]))
@@ -866,9 +872,11 @@ class IsaScheduler:
         if save:
             # the compiled batch makes them right before the DPU runs, on its thread
             if self._jit:
-                self._table[sel, I.A_SAVE] = [r.saved_address for r in active]
+                copies = [r.saved_address or r.checkpoint_copies() for r in active]
+                self._table[sel, I.A_SAVE] = copies
             else:
                 for r in active:
+                    r.checkpoint_copies()
                     r.save_state()
         ended: list[tuple[int, _Outcome]] = []
         todo = list(range(len(active)))  # the indices in ``active`` of ``sel``
@@ -925,9 +933,11 @@ class IsaScheduler:
         where the DPUs stopped."""
         poll = timing.COMPLETION_POLL_LATENCY_PS
         self.speculations += 1
-        for r in active:
-            r.checkpoint()
-        ended = self._advance_all(active, target, save=True)
+        self._open = True
+        try:
+            ended = self._advance_all(active, target, save=True)
+        finally:
+            self._open = False
         stop = min([target, *(out.time_ps + poll for _, out in ended)])
         kept: list[tuple[int, int, int, _Outcome]] = []
         redo: list[IsaRunner] = []
@@ -947,9 +957,10 @@ class IsaScheduler:
         if stop < target:
             redo.extend(r for j, r in enumerate(active) if j not in finished)
         rolled_back = {id(r) for r in redo}
-        for r in active:
-            if not rolled_back or id(r) not in rolled_back:
+        for r in self._undoing:
+            if id(r) not in rolled_back:
                 r.commit()
+        self._undoing = []
         self._reach = _MAX_CHUNKS if redo else min(2 * self._reach, _MAX_REACH)
         if redo:
             self.rollbacks += len(redo)
