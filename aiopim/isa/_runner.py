@@ -686,6 +686,9 @@ class IsaScheduler:
         self._open = False
         #: the DPUs that kept an undo list in it (:meth:`IsaRunner.keep_undo`)
         self._undoing: list[IsaRunner] = []
+        #: the addresses of the checkpoint copies of the DPUs of selection ``_copies_sel``
+        self._copies = np.zeros(0, np.int64)
+        self._copies_sel: npt.NDArray[np.int64] | None = None
         #: how many polling latencies the next speculative event may run ahead
         self._reach = _MAX_CHUNKS
 
@@ -872,8 +875,14 @@ class IsaScheduler:
         if save:
             # the compiled batch makes them right before the DPU runs, on its thread
             if self._jit:
-                copies = [r.saved_address or r.checkpoint_copies() for r in active]
-                self._table[sel, I.A_SAVE] = copies
+                if self._copies_sel is not sel:
+                    # the same until the set of DPUs changes (a DPU that boots again gets new
+                    # copies, and its booting makes a new selection)
+                    self._copies = np.array(
+                        [r.saved_address or r.checkpoint_copies() for r in active], np.int64
+                    )
+                    self._copies_sel = sel
+                self._table[sel, I.A_SAVE] = self._copies
             else:
                 for r in active:
                     r.checkpoint_copies()
