@@ -14,10 +14,10 @@ chunks need (each call cuts the DPUs' windows, and on several threads every call
 to the workers). The scheduler then checkpoints every running DPU (its arrays, and WRAM block
 by block before each block's first write; Python keeps each MRAM page before its first write
 and the IRAM bytes ``ldmai`` overwrites), runs them all to the horizon in one call, and finds
-where the chunks would have stopped: at the first end or fault plus the polling latency. The DPUs that issued past that point go back to
-their checkpoint and run again to it, which repeats the same instructions (a DPU's run depends
-only on its own state until the host acts). Ends are reported in the order the chunks would
-have reported them.
+where the chunks would have stopped: at the first end or fault plus the polling latency. The
+DPUs that issued past that point go back to their checkpoint and run again to it, which repeats
+the same instructions (a DPU's run depends only on its own state until the host acts). Ends are
+reported in the order the chunks would have reported them.
 """
 
 from __future__ import annotations
