@@ -341,3 +341,79 @@ def test_a_transfer_python_serves_keeps_its_wram_block_and_rolls_back(
     assert seen["kept"] == 1 << seen["block"]
     assert seen["restored"]
     assert seen["tail"] == [0] * 8
+
+
+#: sixteen threads, each counting down its own number of iterations in a loop of ALU
+#: instructions (long windows of one steady issue pattern), then storing its count
+STEADY = """
+        .set NR_TASKLETS, 16
+        .text
+        .globl __bootstrap
+__bootstrap:
+        jeq id, NR_TASKLETS - 1, work
+        boot id, 1
+work:
+        lw r1, zero, iterations
+        move r5, id
+        add r1, r1, r5
+        move r2, 0
+loop:
+        add r2, r2, 1
+        xor r3, r2, r1
+        add r1, r1, -1, nz, loop
+        lsl r4, id, 2
+        sw r4, counts, r2
+        stop
+
+        .section .data.__sys_host
+        .balign 8
+        .globl iterations
+iterations:
+        .quad 0
+        .globl counts
+counts:
+        .zero NR_TASKLETS * 4
+"""
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_rollback_in_a_steady_issue_pattern_finds_the_pattern_again(backend: str) -> None:
+    """Rank 0's DPUs end early while rank 1's run on in one issue pattern of sixteen threads; the
+    speculative event sends rank 1 back to its checkpoint, whose work array is not kept: its
+    threads must issue as in lockstep chunks (same counts, run times and end)."""
+    binary = aiopim.load_elf(assemble(STEADY, "v1B"), name="steady")
+
+    def run(speculate: bool) -> tuple[dict[str, Any], int]:
+        seen: dict[str, Any] = {}
+
+        async def main() -> None:
+            dpus = await aiopim.DpuSet.alloc(nr_ranks=2)
+            await dpus.load(binary)
+            ranks = dpus.ranks
+            for rank, its in zip(ranks, ([50, 83], [20000, 30011]), strict=True):
+                await rank.copy_to("iterations", [np.array([n, 0], np.uint32) for n in its])
+            for rank in ranks:
+                await rank.launch(wait=False)
+            await ranks[0].sync()
+            seen["reacted"] = round(aiopim.now() * 1e12)
+            await ranks[1].sync()
+            seen["counts"] = (await dpus.copy_from("counts", np.uint32, 16)).tolist()
+            seen["runs"] = [d.last_run_ps for d in dpus.dpu_list]
+            seen["end"] = round(aiopim.now() * 1e12)
+
+        old = _runner._SPECULATE_CHUNKS
+        _runner._SPECULATE_CHUNKS = 2 if speculate else 1 << 40
+        try:
+            emu = aiopim.Emulator(aiopim.MachineConfig(nr_ranks=2, nr_dpus_per_rank=2))
+            emu.run(main, backend=backend)
+        finally:
+            _runner._SPECULATE_CHUNKS = old
+        scheduler = emu.kernel.services["isa"]
+        assert isinstance(scheduler, _runner.IsaScheduler)
+        return seen, scheduler.rollbacks
+
+    seen, rollbacks = run(True)
+    expected, none = run(False)
+    assert rollbacks > 0 and none == 0
+    assert seen == expected
+    assert seen["counts"][2] == [20000 + t for t in range(16)]

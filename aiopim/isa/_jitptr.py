@@ -165,8 +165,7 @@ def _save_state(row: Any, n: int, to: Any) -> None:
     _copy_words(to[2], row[I.A_DV], I.ND)
     _copy_words(to[3], row[I.A_ATOMIC], 256 >> 3)
     _copy_words(to[4], row[I.A_DMA], n * 4)
-    _copy_words(to[5], row[I.A_SCRATCH], n * I.NSCR)
-    dv[I.D_WKEEP] = to[6]
+    dv[I.D_WKEEP] = to[5]
     dv[I.D_WKEPT] = 0
     dv[I.D_WBLOCK] = I.wram_block_shift(row[I.A_NWRAM])
     pmap = carray(_i64(row[I.A_PMAP]), row[I.A_NPMAP])
@@ -193,7 +192,7 @@ def run_dpus_at(tab: Any, pages: Any, sel: Any, until_ps: int, reasons: Any) -> 
         pmap = carray(_i64(row[I.A_PMAP]), row[I.A_NPMAP])
         work = carray(_i64(row[I.A_SCRATCH]), (n, I.NSCR))
         if row[I.A_SAVE] != 0:
-            _save_state(row, n, carray(_i64(row[I.A_SAVE]), 7))
+            _save_state(row, n, carray(_i64(row[I.A_SAVE]), 6))
             row[I.A_SAVE] = 0
         limit = I.first_cycle(until_ps, dv[I.D_BOOT_PS], dv[I.D_PS_NUM], dv[I.D_PS_DEN])
         nhw = dv[I.D_HW_N]

@@ -464,11 +464,12 @@ class IsaRunner(DpuRunner):
 
     # -- speculation ----------------------------------------------------------------------------
     def _state(self) -> tuple[npt.NDArray[Any], ...]:
-        return (self.regs, self.th, self.dv, self.atomic, self.dma, self.scratch, self.dpu.wram)
+        # not the work array: a rollback drops the window pattern it holds (see rollback)
+        return (self.regs, self.th, self.dv, self.atomic, self.dma, self.dpu.wram)
 
     def checkpoint_copies(self) -> int:
         """Where the checkpoint's copies of the arrays (registers, threads, DPU scalars, atomic
-        bits, DMA engine, work array, WRAM) go, allocated at the first checkpoint: the address of
+        bits, DMA engine, WRAM) go, allocated at the first checkpoint: the address of
         their addresses (:attr:`saved_addresses`), for the compiled batch, which makes the copies
         right before the DPU runs (else :meth:`save_state`). The loop writes only MRAM pages its
         map marks writable: the marks are cleared with the copies, and while the scheduler
@@ -513,6 +514,9 @@ class IsaRunner(DpuRunner):
         for saved, live in zip(self._saved, self._state(), strict=True):
             if live is not dpu.wram:
                 np.copyto(live, saved)
+        # the work array was not copied: its window pattern is that of a later cycle, so the
+        # loop finds the pattern again (windows are exact wherever they open)
+        self.dv[I.D_AGAIN] = 0
         saved_wram = self._saved[-1]
         if not keeping:
             np.copyto(dpu.wram, saved_wram)
