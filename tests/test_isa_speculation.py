@@ -100,11 +100,13 @@ def _run(
     backend: str,
     speculate: bool,
     explore: int | None = None,
+    relaunch: bool = False,
 ) -> tuple[dict[str, Any], tuple[int, int]]:
     """Rank 0's DPUs count ``iterations`` polls (some fault at their end); the host then sets
     ``flag`` on rank 1 (still running) with a parallel transfer, as soon as rank 0 is done.
     What the host saw, and (speculative events, DPUs sent back to their checkpoint). With
-    ``explore``, simultaneous events are permuted by that seed."""
+    ``explore``, simultaneous events are permuted by that seed. With ``relaunch``, every DPU
+    first runs one iteration to its end (its page map then holds the trail's pages)."""
     nr_ranks = len(iterations)
     nr = len(iterations[0])
     machine = aiopim.MachineConfig(nr_ranks=nr_ranks, nr_dpus_per_rank=nr)
@@ -120,6 +122,9 @@ def _run(
         # loop maps them by their first read
         fill = np.full(2048 * THREADS, TRAIL_FILL, np.uint32)
         await dpus.copy_to("trail", [fill.copy() for _ in range(len(dpus))])
+        if relaunch:
+            await dpus.copy_to("iterations", np.array([1, 0], np.uint32))
+            await dpus.launch()
         for rank, its in zip(ranks, iterations, strict=True):
             await rank.copy_to("iterations", [np.array([n, 0], np.uint32) for n in its])
         for rank in ranks:
@@ -188,6 +193,18 @@ def _rolls_back(binary: aiopim.DpuProgram, backend: str) -> None:
         assert [trail[2048 * t + 2 * (c % 1024)] for t, c in enumerate(counts)] == counts
         # the slots after the last count were never written
         assert all(trail[2048 * t + 2 * (c % 1024) + 2] == TRAIL_FILL for t, c in enumerate(counts))
+
+
+def test_a_second_launch_rolls_back_pages_its_first_run_mapped(
+    binary: aiopim.DpuProgram, backend: str
+) -> None:
+    """The page map outlives a run: the second launch's checkpoints must clear the write marks
+    of the pages the first run mapped, so that the rolled-back trail writes are undone."""
+    iterations = [[150, 20, 450, 60], [1 << 20] * 4]
+    lockstep, _ = _run(binary, iterations, backend, speculate=False, relaunch=True)
+    seen, (_, rollbacks) = _run(binary, iterations, backend, speculate=True, relaunch=True)
+    assert rollbacks > 0
+    assert seen == lockstep
 
 
 def test_a_fault_rolls_the_others_back(binary: aiopim.DpuProgram, backend: str) -> None:

@@ -290,7 +290,10 @@ D_HW_N: Final = 33
 D_WKEEP: Final = 34
 D_WKEPT: Final = 35
 D_WBLOCK: Final = 36
-ND: Final = 37
+#: one past the highest MRAM page the DPU's page map has held since boot (the map's entries
+#: from there on are unknown: a checkpoint clears the write marks below it only)
+D_PAGES: Final = 37
+ND: Final = 38
 
 BIG: Final = 1 << 62
 

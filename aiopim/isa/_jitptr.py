@@ -169,7 +169,7 @@ def _save_state(row: Any, n: int, to: Any) -> None:
     dv[I.D_WKEPT] = 0
     dv[I.D_WBLOCK] = I.wram_block_shift(row[I.A_NWRAM])
     pmap = carray(_i64(row[I.A_PMAP]), row[I.A_NPMAP])
-    for p in range(pmap.shape[0]):
+    for p in range(min(dv[I.D_PAGES], pmap.shape[0])):
         if pmap[p] >= 0:
             pmap[p] &= ~1
 

@@ -297,6 +297,8 @@ class IsaRunner(DpuRunner):
         self.boot_ps = self.dpu.kernel.now
         num, den = _clock_ratio(self.dpu.chip.frequency_hz)
         self.dv[I.D_BOOT_PS] = self.boot_ps
+        held = np.flatnonzero(self.pmap != I.PM_UNKNOWN)  # the page map outlives a run
+        self.dv[I.D_PAGES] = int(held[-1]) + 1 if len(held) else 0
         self.dv[I.D_PS_NUM] = num
         self.dv[I.D_PS_DEN] = den
         self.run_id += 1
@@ -511,9 +513,11 @@ class IsaRunner(DpuRunner):
         keeping = bool(self.dv[I.D_WKEEP])
         kept = int(self.dv[I.D_WKEPT])
         shift = int(self.dv[I.D_WBLOCK])
+        pages = int(self.dv[I.D_PAGES])  # the page map is not rolled back
         for saved, live in zip(self._saved, self._state(), strict=True):
             if live is not dpu.wram:
                 np.copyto(live, saved)
+        self.dv[I.D_PAGES] = pages
         # the work array was not copied: its window pattern is that of a later cycle, so the
         # loop finds the pattern again (windows are exact wherever they open)
         self.dv[I.D_AGAIN] = 0
@@ -833,6 +837,8 @@ class IsaScheduler:
                 writable = page.flags.writeable and (not self._open or p in r.saved_pages)
                 r.pmap[p] = 2 * idx + (1 if writable else 0)
             r.pmap_pages[p] = page
+        if last >= r.dv[I.D_PAGES]:
+            r.dv[I.D_PAGES] = last + 1
 
     def _python_dma(self, r: IsaRunner) -> None:
         """Serve the due transfers in Python, then give the loop their pages."""
