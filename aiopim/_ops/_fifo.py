@@ -87,6 +87,11 @@ class FifoLink:
         self.data = data
         self.ptr_size = ptr_size
         self.data_size = data_size
+        #: ``2**ptr_size`` elements (plain attributes: the push and read paths ask for them per
+        #: DPU)
+        self.capacity = 1 << ptr_size
+        #: size of the ring buffer (what an output buffer must hold)
+        self.ring_bytes = data_size << ptr_size
         self.rank_fifos: dict[int, RankFifo] | None = {
             r.index: RankFifo(len(r.dpus)) for r in ranks
         }
@@ -102,16 +107,6 @@ class FifoLink:
     def is_input(self) -> bool:
         """True for a link made by ``dpu_link_input_fifo``."""
         return self.direction == DPU_INPUT_FIFO
-
-    @property
-    def capacity(self) -> int:
-        """``2**ptr_size`` elements."""
-        return 1 << self.ptr_size
-
-    @property
-    def ring_bytes(self) -> int:
-        """Size of the ring buffer (what an output buffer must hold)."""
-        return self.data_size << self.ptr_size
 
     def rank_fifo(self, rank: Rank) -> RankFifo:
         """The per-rank state, or a DpuError if the link does not cover ``rank``."""
