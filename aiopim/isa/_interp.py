@@ -286,7 +286,7 @@ D_HW_DONE: Final = 32
 D_HW_N: Final = 33
 #: a checkpoint's WRAM copy is made block by block (compiled batch only, see
 #: :func:`keep_wram`): the copy's address (0: no checkpoint), the blocks already in it (bit b
-#: for block b) and log2 of the block size
+#: for block b) and log2 of the block size (set at boot, :func:`wram_block_shift`)
 D_WKEEP: Final = 34
 D_WKEPT: Final = 35
 D_WBLOCK: Final = 36

@@ -22,7 +22,7 @@ from numba.np.numpy_support import carray
 from . import _interp as I
 from ._semantics import NCOL
 
-for _fn in (I.cycles_ps, I.first_cycle, I.dma_request, I.wram_block_shift):
+for _fn in (I.cycles_ps, I.first_cycle, I.dma_request):
     register_jitable(_fn)
 
 
@@ -167,7 +167,6 @@ def _save_state(row: Any, n: int, to: Any) -> None:
     _copy_words(to[4], row[I.A_DMA], n * 4)
     dv[I.D_WKEEP] = to[5]
     dv[I.D_WKEPT] = 0
-    dv[I.D_WBLOCK] = I.wram_block_shift(row[I.A_NWRAM])
     pmap = carray(_i64(row[I.A_PMAP]), row[I.A_NPMAP])
     for p in range(min(dv[I.D_PAGES], pmap.shape[0])):
         if pmap[p] >= 0:

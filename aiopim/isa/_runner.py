@@ -297,6 +297,7 @@ class IsaRunner(DpuRunner):
         self.boot_ps = self.dpu.kernel.now
         num, den = _clock_ratio(self.dpu.chip.frequency_hz)
         self.dv[I.D_BOOT_PS] = self.boot_ps
+        self.dv[I.D_WBLOCK] = I.wram_block_shift(len(self.dpu.wram))
         held = np.flatnonzero(self.pmap != I.PM_UNKNOWN)  # the page map outlives a run
         self.dv[I.D_PAGES] = int(held[-1]) + 1 if len(held) else 0
         self.dv[I.D_PS_NUM] = num
