@@ -1797,8 +1797,6 @@ def serve_dma(
             e = pmap[p]
             if e == PM_UNKNOWN or (kind == DMA_SDMA and (e < 0 or (e & 1) == 0)):
                 return False
-        if kind == DMA_LDMA:
-            keep_wram(dv, wram, waddr, waddr + size)
         pos = 0
         while pos < size:
             a = maddr + pos

@@ -84,7 +84,9 @@ _PAGE = 1 << I.PAGE_SHIFT
 
 @numba.njit(cache=True, nogil=True)
 def _serve_dma_at(th: Any, dv: Any, dma: Any, wram: Any, pages: Any, pmap: Any) -> bool:
-    """:func:`_interp.serve_dma` with the pages given by address."""
+    """:func:`_interp.serve_dma` with the pages given by address; an ``ldma`` first keeps the
+    WRAM blocks it writes (:func:`_interp.keep_wram`: only this batch's checkpoints keep WRAM by
+    blocks, the pure-Python batch copies all of it)."""
     c = dv[I.D_CYCLE]
     nxt = I.BIG
     for t in range(dv[I.D_NTHREADS]):
