@@ -483,14 +483,17 @@ class IsaRunner(DpuRunner):
             self.saved_address = self.saved_addresses.ctypes.data
         return self.saved_address
 
-    def keep_undo(self) -> None:
-        """While the scheduler speculates, before Python serves this DPU's first transfer:
-        start keeping what Python changes outside the arrays so that :meth:`rollback` can undo
-        it (the old bytes of every MRAM page before its first write and of every IRAM write, the
-        instruction rows) and the times of those transfers."""
-        if self._undo is None:
-            self._saved_code = self.code
-            self._undo = []
+    def keep_undo(self) -> bool:
+        """While the scheduler speculates, before Python serves one of this DPU's transfers:
+        keep what Python changes outside the arrays so that :meth:`rollback` can undo it (the
+        old bytes of every MRAM page before its first write and of every IRAM write, the
+        instruction rows) and the times of those transfers. True when it starts keeping (the
+        first transfer of the speculative run)."""
+        if self._undo is not None:
+            return False
+        self._saved_code = self.code
+        self._undo = []
+        return True
 
     def save_state(self) -> None:
         """The checkpoint's copies of the arrays (all of WRAM), and the loop's MRAM write marks
@@ -845,8 +848,7 @@ class IsaScheduler:
         """Serve the due transfers in Python, then give the loop their pages."""
         c = int(r.dv[I.D_CYCLE])
         if self._open:
-            if r._undo is None:
-                r.keep_undo()
+            if r.keep_undo():
                 self._undoing.append(r)
             r.spec_dmas.append(r.time_of(c))
         spans = [
