@@ -23,12 +23,9 @@ TRAIL_FILL = 7
 #: a DPU whose iterations word has this bit faults (``fault 3``) instead of stopping
 FAULT_BIT = 1 << 31
 
-#: each thread counts its polls of ``flag`` (at most ``iterations`` of them), writes the count
-#: to WRAM and by DMA to slot ``count % 1024`` of its MRAM trail at every poll (after reading
-#: that slot: a DPU rolled back must not leave later counts there, even in a page first mapped
-#: by a read), then stores it in ``counts``
-PROGRAM = """
-        .set NR_TASKLETS, 4
+#: the boot chain (thread t boots thread t + 1 up to ``NR_TASKLETS``), then every thread reads
+#: ``iterations`` into r1 at ``work``
+BOOT_CHAIN = """
         .text
         .globl __bootstrap
 __bootstrap:
@@ -36,7 +33,17 @@ __bootstrap:
         boot id, 1
 work:
         lw r1, zero, iterations
-        lsl r9, r1, 1
+"""
+
+#: each thread counts its polls of ``flag`` (at most ``iterations`` of them), writes the count
+#: to WRAM and by DMA to slot ``count % 1024`` of its MRAM trail at every poll (after reading
+#: that slot: a DPU rolled back must not leave later counts there, even in a page first mapped
+#: by a read), then stores it in ``counts``
+PROGRAM = (
+    """
+        .set NR_TASKLETS, 4"""
+    + BOOT_CHAIN
+    + """        lsl r9, r1, 1
         lsr r9, r9, 1               // without the fault bit
         move r2, 0
         lsl r5, id, 3
@@ -87,6 +94,7 @@ counts:
 trail:
         .space NR_TASKLETS * 8192
 """
+)
 
 
 @pytest.fixture(scope="module")
@@ -362,16 +370,11 @@ def test_a_transfer_python_serves_keeps_its_wram_block_and_rolls_back(
 
 #: sixteen threads, each counting down its own number of iterations in a loop of ALU
 #: instructions (long windows of one steady issue pattern), then storing its count
-STEADY = """
-        .set NR_TASKLETS, 16
-        .text
-        .globl __bootstrap
-__bootstrap:
-        jeq id, NR_TASKLETS - 1, work
-        boot id, 1
-work:
-        lw r1, zero, iterations
-        move r5, id
+STEADY = (
+    """
+        .set NR_TASKLETS, 16"""
+    + BOOT_CHAIN
+    + """        move r5, id
         add r1, r1, r5
         move r2, 0
 loop:
@@ -391,6 +394,7 @@ iterations:
 counts:
         .zero NR_TASKLETS * 4
 """
+)
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
