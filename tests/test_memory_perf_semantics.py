@@ -3,6 +3,7 @@ shared by a broadcast, partial page writes, reads of unwritten pages, lazily bac
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -16,8 +17,8 @@ from aiopim._machine._memory import (
     MRAM_PAGE,
     MramBank,
     MramImage,
+    RowMemory,
     zero_fill,
-    zeroed_memory,
 )
 from aiopim._ops._xfer import SharedBytes
 from aiopim.sdk import dpu_alloc
@@ -161,16 +162,36 @@ def test_shared_bytes_follow_the_host_buffer_between_jobs() -> None:
     assert second is not first and second.data[100] == 4 and first.data[100] == 3
 
 
-def test_lazily_backed_memories_are_zeroed_writable_views() -> None:
-    rows = [zeroed_memory(4096 * 3 + 8) for _ in range(3)]
-    for r in rows:
-        assert r.ndim == 1 and r.dtype == np.uint8 and r.flags.writeable
-        assert not r.any()
-    rows[1][5000] = 1
-    rows[1][-1] = 2
-    assert not rows[0].any() and not rows[2].any()  # rows do not overlap
-    zero_fill(rows[1])
+@pytest.mark.parametrize("platform", ["linux", "darwin"])
+@pytest.mark.parametrize("row_bytes", [4096 * 3, 4096 * 3 + 8])
+def test_row_memories_are_zeroed_writable_rows_cleared_one_by_one(
+    row_bytes: int, platform: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # on Linux a cleared row's pages are dropped (each row starts on a page of its own);
+    # elsewhere its non-zero blocks are written with zeros
+    monkeypatch.setattr(sys, "platform", platform)
+    memory = RowMemory(3, row_bytes)
+    rows = memory.rows
+    assert rows.shape == (3, row_bytes) and rows.dtype == np.uint8 and rows.flags.writeable
+    assert all(rows[r].flags.c_contiguous for r in range(3))
+    assert not rows.any()
+    for r in range(3):
+        rows[r][5000] = r + 1
+        rows[r][-1] = r + 7
+    memory.clear(1)
     assert not rows[1].any()
+    assert rows[0][5000] == 1 and rows[0][-1] == 7  # rows do not overlap
+    assert rows[2][5000] == 3 and rows[2][-1] == 9
+    rows[1][0] = 4  # a cleared row is written again as before
+    assert rows[1][0] == 4 and int(rows[1].sum()) == 4
+
+
+def test_zero_fill_zeroes_blocks_and_the_tail() -> None:
+    row = np.zeros(4096 * 3 + 8, np.uint8)
+    row[5000] = 1
+    row[-1] = 2
+    zero_fill(row)
+    assert not row.any()
 
 
 def _program() -> aiopim.Program:

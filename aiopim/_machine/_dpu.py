@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .. import timing
 from .._runtime._kernel import Kernel
 from ._engine import DpuRunner
-from ._memory import Bytes, MramBank, zero_fill, zeroed_memory
+from ._memory import Bytes, MramBank
 
 if TYPE_CHECKING:
     from ._program import DpuProgram
@@ -41,8 +41,8 @@ class Dpu:
         self.enabled = True
         self.actor = ((rank.index + 1) << 16) | ((index + 1) << 5)
         # host memory is committed only where these memories are written
-        self.wram: Bytes = zeroed_memory(chip.wram_size)
-        self.iram: Bytes = zeroed_memory(chip.iram_instructions * 8)
+        self.wram: Bytes = rank.wram_memory.rows[index]
+        self.iram: Bytes = rank.iram_memory.rows[index]
         self.mram = MramBank(chip.mram_size)
         self.program: DpuProgram | None = None
         self.running = False
@@ -70,13 +70,13 @@ class Dpu:
     def reset_memories(self) -> None:
         """Zero every memory (allocation reset)."""
         self.clear_wram()
-        zero_fill(self.iram)
+        self.rank.iram_memory.clear(self.index)
         self.mram.clear()
         self.persistent.clear()
 
     def clear_wram(self) -> None:
         """Zero WRAM (without committing host memory to blocks that are zero already)."""
-        zero_fill(self.wram)
+        self.rank.wram_memory.clear(self.index)
 
     # -- running ---------------------------------------
     def runner_of(self, engine: type[R]) -> R:

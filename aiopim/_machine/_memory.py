@@ -9,6 +9,7 @@ the first time anything writes into it, so a broadcast to thousands of DPUs hold
 from __future__ import annotations
 
 import mmap
+import sys
 from typing import ClassVar
 
 import numpy as np
@@ -254,34 +255,37 @@ class MramBank:
                 tab[p] = views[p - p0]
 
 
-class _Slab:
-    """Rows of zeroed memory that costs host memory only where written (anonymous mmap)."""
+class RowMemory:
+    """Equal rows of zeroed memory (one anonymous private mapping): the WRAM or IRAM of the
+    DPUs of a rank, one row each. A row costs host memory only where written, and clearing
+    it gives that memory back."""
 
-    __slots__ = ("rows", "used")
+    __slots__ = ("_map", "_stride", "rows")
 
-    def __init__(self, row_bytes: int, nr_rows: int) -> None:
+    def __init__(self, nr_rows: int, row_bytes: int) -> None:
+        # each row starts on a page of its own, so that its pages can be dropped alone
+        page = mmap.PAGESIZE
+        self._stride = stride = -(-row_bytes // page) * page
         flags = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
-        if flags:
-            buf = mmap.mmap(-1, row_bytes * nr_rows, flags=flags)
-            self.rows = np.frombuffer(buf, dtype=np.uint8).reshape(nr_rows, row_bytes)
+        self._map: mmap.mmap | None = None
+        if flags and nr_rows * stride:
+            self._map = mmap.mmap(-1, nr_rows * stride, flags=flags)
+            whole = np.frombuffer(self._map, np.uint8).reshape(nr_rows, stride)
         else:  # no anonymous private mappings on this platform
-            self.rows = np.zeros((nr_rows, row_bytes), dtype=np.uint8)
-        self.used = 0
+            whole = np.zeros((nr_rows, stride), dtype=np.uint8)
+        #: ``rows[i]``: row ``i`` (``row_bytes`` contiguous bytes)
+        self.rows: Bytes = whole[:, :row_bytes]
+        if not sys.platform.startswith("linux"):
+            # only Linux promises zeros after dropping the pages of a private mapping
+            self._map = None
 
-
-_SLAB_ROWS = 64
-_slabs: dict[int, _Slab] = {}
-
-
-def zeroed_memory(size: int) -> Bytes:
-    """A writable zeroed uint8 array of ``size`` bytes, backed by host memory only once
-    written (memories of DPUs built together share one mapping)."""
-    slab = _slabs.get(size)
-    if slab is None or slab.used == _SLAB_ROWS:
-        slab = _slabs[size] = _Slab(size, _SLAB_ROWS)
-    row: Bytes = slab.rows[slab.used]
-    slab.used += 1
-    return row
+    def clear(self, row: int) -> None:
+        """Zero row ``row``: its pages are dropped (the next read sees zeros), or, where that
+        is not possible, its non-zero blocks are written with zeros."""
+        if self._map is not None:
+            self._map.madvise(mmap.MADV_DONTNEED, row * self._stride, self._stride)
+        else:
+            zero_fill(self.rows[row])
 
 
 def zero_fill(arr: Bytes) -> None:

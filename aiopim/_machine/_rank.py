@@ -16,6 +16,7 @@ from .._dpulist import format_dpu_list
 from .._errors import DpuError, DpuErrorCode, JobType, encode_async_error
 from .._runtime._kernel import PRIO_LATE, HostWaiter, Kernel
 from ._jobs import Job, JobFailed
+from ._memory import RowMemory
 
 if TYPE_CHECKING:
     from ._dpu import Dpu
@@ -33,6 +34,9 @@ class Rank:
         self.index = index
         self.chip = chip
         self.actor = (index + 1) << 16
+        #: the WRAM and IRAM of the rank's DPUs, a row per DPU (``Dpu.wram`` is row ``index``)
+        self.wram_memory = RowMemory(nr_dpus, chip.wram_size)
+        self.iram_memory = RowMemory(nr_dpus, chip.iram_instructions * 8)
         self.dpus: list[Dpu] = [Dpu(self, i, chip, self.kernel) for i in range(nr_dpus)]
         for d in self.dpus:
             d.on_stop = self._dpu_stopped
