@@ -25,6 +25,9 @@ class DpuRunner(ABC):
     :meth:`Dpu.stop_in_fault`.
     """
 
+    #: whether :meth:`wram_written` does anything (host writes may skip calling it if not)
+    watches_wram = False
+
     def __init__(self, dpu: Dpu) -> None:
         self.dpu = dpu
 

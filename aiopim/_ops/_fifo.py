@@ -30,7 +30,6 @@ from .._machine._wramfifo import (
     is_full,
     read_u32,
     struct_size,
-    unpack_ptrs,
     write_u64,
 )
 from .._runtime._kernel import Command, Delay, Process
@@ -374,23 +373,31 @@ def _record_ptrs(
     rec: Recorder,
     rank: Rank,
     link: FifoLink,
-    pairs: dict[int, tuple[int, int]] | list[tuple[int, int]],
-    dpus: list[Dpu],
+    idx: list[int],
+    pairs: list[tuple[int, int]],
     *,
     read: bool,
 ) -> None:
-    """Record the pointer pairs the host holds: just read from WRAM, or after its own writes."""
-    idx = tuple([d.index for d in dpus])
+    """Record the pointer pairs the host holds for DPUs ``idx`` (``pairs`` in their order):
+    just read from WRAM, or after its own writes."""
+    rd, wr = zip(*pairs, strict=True) if pairs else ((), ())
     rec.add(
         "fifo_ptrs",
         rank=rank.index,
         fifo=link.name,
         input=link.is_input,
         read=read,
-        dpus=idx,
-        rd=tuple([int(pairs[i][0]) for i in idx]),
-        wr=tuple([int(pairs[i][1]) for i in idx]),
+        dpus=tuple(idx),
+        rd=rd,
+        wr=wr,
     )
+
+
+def _record_held(rec: Recorder, rank: Rank, link: FifoLink, rf: RankFifo, dpus: list[Dpu]) -> None:
+    """Record the pointer pairs the host holds for ``dpus`` after its writes."""
+    idx = [d.index for d in dpus]
+    held = rf.ptrs
+    _record_ptrs(rec, rank, link, idx, [held[i] for i in idx], read=False)
 
 
 async def _read_ptrs(
@@ -398,13 +405,17 @@ async def _read_ptrs(
 ) -> dict[int, tuple[int, int]]:
     """One pass's read of every DPU's (read_ptr, write_ptr); the link keeps the copy."""
     await Delay(timing.parallel_wram_access_ps(16 * len(dpus)))
-    at, unpack = link.struct.offset + READ_PTR, unpack_ptrs
-    ptrs = {d.index: unpack(d.wram, at) for d in dpus}
+    at = link.struct.offset + READ_PTR
+    idx = [d.index for d in dpus]
+    # the rank's WRAM rows at once (``Dpu.wram`` is row ``index``)
+    words = rank.wram_memory.rows[idx, at : at + 16].view("<u8").tolist()
+    pairs: list[tuple[int, int]] = list(map(tuple, words))
     held = rf.ptrs
-    for idx, pair in ptrs.items():
-        held[idx] = pair
+    for i, pair in zip(idx, pairs, strict=True):
+        held[i] = pair
+    ptrs = dict(zip(idx, pairs, strict=True))
     if rec is not None:
-        _record_ptrs(rec, rank, link, ptrs, dpus, read=True)
+        _record_ptrs(rec, rank, link, idx, pairs, read=True)
     return ptrs
 
 
@@ -431,9 +442,9 @@ async def _push_input(
             first = False
             none_full = not any(is_full(rd, wr, mask) for rd, wr in ptrs.values())
             if none_full and len({wr & mask for _, wr in ptrs.values()}) == 1:
-                await _fast_push(link, rf, dpus, buffers, ptrs)
+                await _fast_push(link, rf, rank, dpus, buffers, ptrs)
                 if rec is not None:
-                    _record_ptrs(rec, rank, link, rf.ptrs, dpus, read=False)
+                    _record_held(rec, rank, link, rf, dpus)
                 _record_push(rec, rank, link, t0, len(todo), 0)
                 return E.DPU_OK, ""
         full: list[Dpu] = []
@@ -456,7 +467,7 @@ async def _push_input(
                 write_u64(d, s + WRITE_PTR, wr + 1)
             rf.ptrs[d.index] = (rd, wr + 1)
         if rec is not None and len(full) < len(todo):
-            _record_ptrs(rec, rank, link, rf.ptrs, dpus, read=False)
+            _record_held(rec, rank, link, rf, dpus)
         todo = full
         if retry:  # sticky once set (QUIRK reproduced, sdk-reference.md §4.3 step 4)
             n_retries += 1
@@ -530,6 +541,7 @@ def _plan_pass(
 async def _fast_push(
     link: FifoLink,
     rf: RankFifo,
+    rank: Rank,
     dpus: list[Dpu],
     buffers: dict[int, Bytes],
     ptrs: dict[int, tuple[int, int]],
@@ -539,17 +551,23 @@ async def _fast_push(
     wr0 = ptrs[dpus[0].index][1]
     slot = link.data.offset + (wr0 & (link.capacity - 1)) * size
     await Delay(timing.parallel_wram_access_ps(size * len(buffers)))
-    last: Bytes | None = None
-    element: Bytes = np.zeros(0, np.uint8)
-    for d in dpus:
-        buf = buffers.get(d.index)
-        if buf is not None:
-            if buf is not last:  # one buffer is often prepared for every DPU
-                last, element = buf, buf[:size]
-            d.wram[slot : slot + size] = element
+    rows = rank.wram_memory.rows
+    idx = [d.index for d in dpus]
+    given = [buffers.get(i) for i in idx]
+    first = given[0]
+    if first is not None and all(buf is first for buf in given):
+        rows[idx, slot : slot + size] = first[:size]  # one buffer prepared for every DPU
+    else:
+        for d, buf in zip(dpus, given, strict=True):
+            if buf is not None:
+                d.wram[slot : slot + size] = buf[:size]
+    # the DPUs whose engine reacts to host writes (tasklets polling WRAM), in order
+    notify = [d for d in dpus if d.runner is not None and d.runner.watches_wram]
+    for d in notify:
+        if buffers.get(d.index) is not None:
             d.wram_written(slot, size)
     await Delay(timing.parallel_wram_access_ps(8 * len(dpus)))
-    missing = [d.name for d in dpus if d.index not in buffers]
+    missing = [d.name for d, buf in zip(dpus, given, strict=True) if buf is None]
     if missing:
         warnings.warn(
             f"input FIFO {link.name!r}: DPU(s) {format_dpu_list(missing)} had no prepared buffer "
@@ -557,7 +575,8 @@ async def _fast_push(
             DpuQuirkWarning,
             stacklevel=1,
         )
-    skewed = [d for d in dpus if ptrs[d.index][1] != wr0]
+    old = [ptrs[i] for i in idx]
+    skewed = [d for d, (_, wr) in zip(dpus, old, strict=True) if wr != wr0]
     if skewed:
         d = skewed[0]
         warnings.warn(
@@ -569,10 +588,14 @@ async def _fast_push(
             DpuQuirkWarning,
             stacklevel=1,
         )
-    for d in dpus:  # QUIRK fixed: each DPU's own wr + 1, not the first DPU's (same cost)
-        wr = ptrs[d.index][1]
-        write_u64(d, s + WRITE_PTR, wr + 1)
-        rf.ptrs[d.index] = (ptrs[d.index][0], wr + 1)
+    # QUIRK fixed: each DPU's own wr + 1, not the first DPU's (same cost)
+    advanced = (np.array([wr for _, wr in old], np.uint64) + np.uint64(1)).astype("<u8")
+    rows[idx, s + WRITE_PTR : s + WRITE_PTR + 8] = advanced.view(np.uint8).reshape(-1, 8)
+    for d in notify:
+        d.wram_written(s + WRITE_PTR, 8)
+    held = rf.ptrs
+    for i, (rd, _), wr in zip(idx, old, advanced.tolist(), strict=True):
+        held[i] = (rd, wr)
 
 
 async def _flush_output(
@@ -605,8 +628,9 @@ async def _flush_output(
             write_u64(d, s + READ_PTR, ptrs[d.index][1])
     if rec is not None:
         if drained:
-            emptied = {i: (wr, wr) for i, (_, wr) in ptrs.items()}
-            _record_ptrs(rec, rank, link, emptied, dpus, read=False)
+            idx = [d.index for d in dpus]
+            emptied = [(ptrs[i][1], ptrs[i][1]) for i in idx]
+            _record_ptrs(rec, rank, link, idx, emptied, read=False)
         rec.add(
             "fifo_flush",
             rank=rank.index,

@@ -373,6 +373,8 @@ class SpinCommand(Command):
 class TaskletRunner(DpuRunner):
     """The tasklets of a Python kernel on one DPU, with its pipeline and DMA engine."""
 
+    watches_wram = True  # host writes wake the tasklets polling them
+
     def __init__(self, dpu: Dpu) -> None:
         super().__init__(dpu)
         self.kernel = dpu.kernel
