@@ -12,6 +12,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import timing
 from .._dpulist import format_dpu_list
@@ -400,23 +401,27 @@ def _record_held(rec: Recorder, rank: Rank, link: FifoLink, rf: RankFifo, dpus: 
     _record_ptrs(rec, rank, link, idx, [held[i] for i in idx], read=False)
 
 
+#: one pass's read of the pointers: the DPUs' indices, their (read_ptr, write_ptr) pairs in that
+#: order, and the same pairs as a uint64 array of two columns
+PtrRead = tuple[list[int], list[tuple[int, int]], npt.NDArray[np.uint64]]
+
+
 async def _read_ptrs(
     link: FifoLink, rf: RankFifo, rank: Rank, dpus: list[Dpu], rec: Recorder | None
-) -> dict[int, tuple[int, int]]:
+) -> PtrRead:
     """One pass's read of every DPU's (read_ptr, write_ptr); the link keeps the copy."""
     await Delay(timing.parallel_wram_access_ps(16 * len(dpus)))
     at = link.struct.offset + READ_PTR
     idx = [d.index for d in dpus]
     # the rank's WRAM rows at once (``Dpu.wram`` is row ``index``)
-    words = rank.wram_memory.rows[idx, at : at + 16].view("<u8").tolist()
-    pairs: list[tuple[int, int]] = list(map(tuple, words))
+    words = rank.wram_memory.rows[idx, at : at + 16].view("<u8")
+    pairs: list[tuple[int, int]] = list(map(tuple, words.tolist()))
     held = rf.ptrs
     for i, pair in zip(idx, pairs, strict=True):
         held[i] = pair
-    ptrs = dict(zip(idx, pairs, strict=True))
     if rec is not None:
         _record_ptrs(rec, rank, link, idx, pairs, read=True)
-    return ptrs
+    return idx, pairs, words
 
 
 def _record_push(
@@ -437,16 +442,21 @@ async def _push_input(
     todo = [d for d in dpus if d.index in buffers]
     first, retry, n_retries = True, False, 0
     while True:
-        ptrs = await _read_ptrs(link, rf, rank, dpus, rec)
-        if first:
+        read = await _read_ptrs(link, rf, rank, dpus, rec)
+        idx, pairs, words = read
+        if first and pairs:
             first = False
-            none_full = not any(is_full(rd, wr, mask) for rd, wr in ptrs.values())
-            if none_full and len({wr & mask for _, wr in ptrs.values()}) == 1:
-                await _fast_push(link, rf, rank, dpus, buffers, ptrs)
+            rds, wrs = words[:, 0], words[:, 1]
+            slots = wrs & mask
+            none_full = not (((rds & mask) == slots) & (rds != wrs)).any()
+            if none_full and (slots == slots[0]).all():
+                await _fast_push(link, rf, rank, dpus, buffers, read)
                 if rec is not None:
                     _record_held(rec, rank, link, rf, dpus)
                 _record_push(rec, rank, link, t0, len(todo), 0)
                 return E.DPU_OK, ""
+        first = False
+        ptrs = dict(zip(idx, pairs, strict=True))
         full: list[Dpu] = []
         # the running DPUs need to be at the pass's times only at its end (see _plan_pass)
         planned, until = _plan_pass(link, rank, todo, ptrs, buffers)
@@ -544,30 +554,32 @@ async def _fast_push(
     rank: Rank,
     dpus: list[Dpu],
     buffers: dict[int, Bytes],
-    ptrs: dict[int, tuple[int, int]],
+    read: PtrRead,
 ) -> None:
     """First pass with room everywhere and aligned pointers: one rank-wide write + broadcast."""
     size, s = link.data_size, link.struct.offset
-    wr0 = ptrs[dpus[0].index][1]
+    idx, pairs, words = read
+    wr0 = pairs[0][1]
     slot = link.data.offset + (wr0 & (link.capacity - 1)) * size
     await Delay(timing.parallel_wram_access_ps(size * len(buffers)))
     rows = rank.wram_memory.rows
-    idx = [d.index for d in dpus]
     given = [buffers.get(i) for i in idx]
     first = given[0]
+    missing: list[str] = []
     if first is not None and all(buf is first for buf in given):
         rows[idx, slot : slot + size] = first[:size]  # one buffer prepared for every DPU
     else:
         for d, buf in zip(dpus, given, strict=True):
             if buf is not None:
                 d.wram[slot : slot + size] = buf[:size]
+            else:
+                missing.append(d.name)
     # the DPUs whose engine reacts to host writes (tasklets polling WRAM), in order
     notify = [d for d in dpus if d.runner is not None and d.runner.watches_wram]
     for d in notify:
         if buffers.get(d.index) is not None:
             d.wram_written(slot, size)
     await Delay(timing.parallel_wram_access_ps(8 * len(dpus)))
-    missing = [d.name for d, buf in zip(dpus, given, strict=True) if buf is None]
     if missing:
         warnings.warn(
             f"input FIFO {link.name!r}: DPU(s) {format_dpu_list(missing)} had no prepared buffer "
@@ -575,26 +587,25 @@ async def _fast_push(
             DpuQuirkWarning,
             stacklevel=1,
         )
-    old = [ptrs[i] for i in idx]
-    skewed = [d for d, (_, wr) in zip(dpus, old, strict=True) if wr != wr0]
-    if skewed:
+    if (words[:, 1] != wr0).any():
+        skewed = [d for d, (_, wr) in zip(dpus, pairs, strict=True) if wr != wr0]
         d = skewed[0]
         warnings.warn(
             f"input FIFO {link.name!r}: the SDK's rank-wide push would broadcast DPU "
             f"{dpus[0].name}'s write pointer + 1 ({wr0 + 1}) to DPU(s) "
             f"{format_dpu_list(skewed)}, moving DPU {d.name}'s from "
-            f"{ptrs[d.index][1]} to {wr0 + 1} (more elements than slots, or a pointer moved "
-            "back); aiopim advances each DPU's own write pointer by one",
+            f"{pairs[dpus.index(d)][1]} to {wr0 + 1} (more elements than slots, or a pointer "
+            "moved back); aiopim advances each DPU's own write pointer by one",
             DpuQuirkWarning,
             stacklevel=1,
         )
     # QUIRK fixed: each DPU's own wr + 1, not the first DPU's (same cost)
-    advanced = (np.array([wr for _, wr in old], np.uint64) + np.uint64(1)).astype("<u8")
+    advanced = (words[:, 1] + np.uint64(1)).astype("<u8")
     rows[idx, s + WRITE_PTR : s + WRITE_PTR + 8] = advanced.view(np.uint8).reshape(-1, 8)
     for d in notify:
         d.wram_written(s + WRITE_PTR, 8)
     held = rf.ptrs
-    for i, (rd, _), wr in zip(idx, old, advanced.tolist(), strict=True):
+    for i, (rd, _), wr in zip(idx, pairs, advanced.tolist(), strict=True):
         held[i] = (rd, wr)
 
 
@@ -605,7 +616,8 @@ async def _flush_output(
     s, ring = link.struct.offset, link.ring_bytes
     rec = rank.machine.recorder
     t0 = rank.kernel.now
-    ptrs = await _read_ptrs(link, rf, rank, dpus, rec)
+    idx, pairs, _ = await _read_ptrs(link, rf, rank, dpus, rec)
+    ptrs = dict(zip(idx, pairs, strict=True))
     fills = {idx: (wr - rd) & MASK64 for idx, (rd, wr) in ptrs.items()}
     drained = any(fills.values())
     if drained:
