@@ -152,6 +152,29 @@ def test_an_image_over_written_edge_pages_merges_them() -> None:
     assert image.page_views[0][0] == 0
 
 
+def test_an_image_over_another_image_shares_the_merged_edge_page() -> None:
+    # two broadcasts into one page (the key-sum's keys and values): the page holding both is
+    # made once and shared by every bank that shared the first image's page
+    keys = MramImage(0, np.full(MRAM_PAGE // 4, 3, np.uint8))
+    values = MramImage(MRAM_PAGE // 4, np.full(MRAM_PAGE // 4, 7, np.uint8))
+    banks = [MramBank(BANK) for _ in range(3)]
+    banks[2].write(MRAM_PAGE // 2, np.ones(8, np.uint8))  # a private page: written in place
+    for bank in banks:
+        bank.write_image(keys)
+        bank.write_image(values)
+    expected = b"\x03" * (MRAM_PAGE // 4) + b"\x07" * (MRAM_PAGE // 4)
+    for bank in banks:
+        assert bytes(bank.read(0, MRAM_PAGE // 2)) == expected
+    assert banks[0].pages[0] is banks[1].pages[0] and not banks[0].pages[0].flags.writeable
+    assert banks[2].pages[0].flags.writeable and banks[2].read(MRAM_PAGE // 2, 1)[0] == 1
+    assert not banks[0].read(MRAM_PAGE // 2, 8).any()
+    assert not keys.page_views[0][MRAM_PAGE // 4 :].any()  # the images are untouched
+    assert not values.page_views[0][: MRAM_PAGE // 4].any()
+    banks[0].write(5, np.array([9], np.uint8))  # a bank's write copies the merged page
+    assert banks[0].read(5, 1)[0] == 9 and banks[1].read(5, 1)[0] == 3
+    assert banks[0].pages[0] is not banks[1].pages[0]
+
+
 def test_shared_bytes_follow_the_host_buffer_between_jobs() -> None:
     buf = np.full(MRAM_PAGE, 3, np.uint8)
     shared = SharedBytes(0)

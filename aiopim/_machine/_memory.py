@@ -51,7 +51,7 @@ class MramImage:
     The pages cover ``offset`` rounded down and the end rounded up to whole pages, zero outside
     the bytes: a bank whose edge page is unwritten can share it as it is."""
 
-    __slots__ = ("all_nonzero", "data", "first_page", "nonzero", "offset", "page_views")
+    __slots__ = ("_merged", "all_nonzero", "data", "first_page", "nonzero", "offset", "page_views")
 
     def __init__(self, offset: int, data: Bytes) -> None:
         self.offset = offset
@@ -66,6 +66,25 @@ class MramImage:
         self.page_views: list[Bytes] = list(base.reshape(-1, MRAM_PAGE))
         self.nonzero = _nonzero_pages(base)
         self.all_nonzero = bool(self.nonzero.all())
+        #: id of a shared page an edge of this image was stored over -> (that page, the page
+        #: with this image's bytes over it, shared in turn)
+        self._merged: dict[int, tuple[Bytes, Bytes]] = {}
+
+    def merged(self, page: int, under: Bytes) -> Bytes:
+        """Edge page ``page`` of this image stored over ``under``, a page shared by many
+        banks: a read-only page made once for every bank that shares ``under``."""
+        known = self._merged.get(id(under))
+        if known is not None and known[0] is under:
+            return known[1]
+        lo = max(self.offset, page << MRAM_PAGE_SHIFT)
+        hi = min(self.offset + len(self.data), (page + 1) << MRAM_PAGE_SHIFT)
+        out = under.copy()
+        out[lo & _PAGE_MASK : (lo & _PAGE_MASK) + hi - lo] = self.data[
+            lo - self.offset : hi - self.offset
+        ]
+        out.flags.writeable = False
+        self._merged[id(under)] = (under, out)
+        return out
 
     def holds(self, offset: int, data: Bytes) -> bool:
         """True if storing ``data`` at ``offset`` would store exactly this image."""
@@ -238,9 +257,12 @@ class MramBank:
             hi = min(end, (p + 1) << MRAM_PAGE_SHIFT)
             if hi - lo == MRAM_PAGE:
                 continue  # a whole page: shared below
-            if tab[p] is None:
+            under = tab[p]
+            if under is None:
                 if nonzero[p - p0]:
                     tab[p] = views[p - p0]  # zeros around the bytes, as an unwritten page
+            elif not under.flags.writeable:
+                tab[p] = image.merged(p, under)  # over a shared page: shared in turn
             else:
                 self._write_partial(tab, p, lo & _PAGE_MASK, data[lo - offset : hi - offset])
         full_lo = first if offset & _PAGE_MASK == 0 else first + 1
