@@ -669,7 +669,11 @@ class IsaScheduler:
 
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
+        #: the booted runners in boot order, once :meth:`_active` has run (until then it may
+        #: still hold runners removed since, which are inactive, and list one twice)
         self.runners: list[IsaRunner] = []
+        #: the runners booted and not removed (O(1) membership for thousands of DPUs)
+        self._members: dict[IsaRunner, None] = {}
         self.entry: Entry | None = None
         # the state lists of the batched loop, for the runners in ``_slots``
         self._slots: dict[IsaRunner, int] = {}
@@ -706,7 +710,8 @@ class IsaScheduler:
 
     def add(self, runner: IsaRunner) -> None:
         """A DPU booted at the current time."""
-        if runner not in self.runners:
+        if runner not in self._members:
+            self._members[runner] = None
             self.runners.append(runner)
         self._slots = {}  # its state arrays are new: rebuild the lists
         self._version += 1
@@ -716,14 +721,19 @@ class IsaScheduler:
 
     def remove(self, runner: IsaRunner) -> None:
         """A DPU stopped (its run ended or it was halted from outside)."""
-        if runner in self.runners:
-            self.runners.remove(runner)
+        self._members.pop(runner, None)  # out of ``runners`` at the next :meth:`_active`
         self._version += 1
 
     def _active(self) -> list[IsaRunner]:
         """The active runners (the list is rebuilt only when the set may have changed)."""
         if self._active_version != self._version:
-            self.runners = [r for r in self.runners if r.active]
+            # a runner removed and booted again is listed twice: its place is the last one
+            members = self._members
+            last = {r: i for i, r in enumerate(self.runners)}
+            self.runners = [
+                r for i, r in enumerate(self.runners) if r.active and r in members and last[r] == i
+            ]
+            self._members = dict.fromkeys(self.runners)
             self._active_version = self._version
             self._sel = np.zeros(0, np.int64)
         return self.runners
