@@ -71,6 +71,88 @@ def test_keysum_pushes_are_seen_as_at_their_events(
     assert fires[0] < fires[1]  # fewer scheduler events
 
 
+def _skewed_keysum(backend: str) -> dict[str, Any]:
+    """The key-sum binary on four DPUs whose input write pointers differ: DPU 0 gets key 7
+    alone before the launch, then every DPU gets keys 0..7, so each rank-wide push goes pass
+    by pass and writes each DPU its own pointer."""
+    from aiopim.sdk import (
+        DPU_ASYNCHRONOUS,
+        DPU_XFER_DEFAULT,
+        DPU_XFER_NO_RESET,
+        DPU_XFER_PARALLEL,
+        DPU_XFER_TO_DPU,
+        dpu_alloc_ranks,
+        dpu_broadcast_to,
+        dpu_fifo_prepare_xfer,
+        dpu_fifo_push_xfer,
+        dpu_foreach,
+        dpu_launch,
+        dpu_link_input_fifo,
+        dpu_link_output_fifo,
+        dpu_load,
+        dpu_prepare_xfer,
+        dpu_push_xfer,
+        dpu_sync,
+        get_fifo_elem,
+        get_fifo_size,
+    )
+
+    async def main() -> dict[str, Any]:
+        dpus = await dpu_alloc_ranks(1)
+        await dpu_load(dpus, keysum.build_binary())
+        rng = np.random.default_rng(3)
+        keys = rng.integers(0, 16, keysum.NR_ELEMS, dtype=np.uint32)
+        values = rng.integers(0, 1024, keysum.NR_ELEMS, dtype=np.uint32)
+        await dpu_broadcast_to(dpus, "keys", 0, keys, keysum.NR_ELEMS * 4, DPU_XFER_DEFAULT)
+        await dpu_broadcast_to(dpus, "values", 0, values, keysum.NR_ELEMS * 4, DPU_XFER_DEFAULT)
+        input_link = dpu_link_input_fifo(dpus, "input_fifo")
+        output_link = dpu_link_output_fifo(dpus, "output_fifo")
+        key = np.zeros(2, np.uint32)
+        dpu_fifo_prepare_xfer(dpus, input_link, key)
+        key[0] = 7
+        first = next(dpu for dpu, _ in dpu_foreach(dpus))
+        await dpu_fifo_push_xfer(first, input_link, DPU_XFER_NO_RESET)
+        await dpu_launch(dpus, DPU_ASYNCHRONOUS)
+        for k in range(8):
+            key[0] = k
+            await dpu_fifo_push_xfer(dpus, input_link, DPU_XFER_NO_RESET)
+        dpu_prepare_xfer(dpus, np.zeros(1, np.uint64))
+        await dpu_push_xfer(dpus, DPU_XFER_TO_DPU, "active", 0, 8, DPU_XFER_PARALLEL)
+        await dpu_sync(dpus)
+        rings = [np.zeros(output_link.ring_bytes, np.uint8) for _ in range(4)]
+        for (dpu, _), ring in zip(dpu_foreach(dpus), rings, strict=True):
+            dpu_fifo_prepare_xfer(dpu, output_link, ring)
+        await dpu_fifo_push_xfer(dpus, output_link, DPU_XFER_DEFAULT)
+        received = []
+        for (dpu, i), ring in zip(dpu_foreach(dpus), rings, strict=True):
+            for j in range(get_fifo_size(output_link, dpu)):
+                pair = get_fifo_elem(output_link, dpu, ring, j).view(np.uint64).tolist()
+                received.append((i, *pair))
+        sums = [int(values[keys == k].sum()) for k in range(16)]
+        return {"received": received, "sums": sums, "end": aiopim.now()}
+
+    emu = aiopim.Emulator(aiopim.MachineConfig(nr_ranks=1, nr_dpus_per_rank=4))
+    seen = emu.run(main, backend=backend)
+    assert emu.recorder is not None
+    seen["trace"] = emu.recorder.to_jsonl()
+    return seen
+
+
+def test_a_push_pass_writes_each_dpu_its_own_write_pointer(
+    backend: str, counted: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Write pointers that differ between the DPUs of a rank, scheduled into the runs: each
+    DPU gets its own (its keys in order, none lost) and everything is as at the events."""
+    scheduled = _skewed_keysum(backend)
+    assert counted["batch"] > 0
+    sums = scheduled["sums"]
+    expected = [(0, 7, sums[7])] + [(i, k, sums[k]) for i in range(4) for k in range(8)]
+    assert sorted(scheduled["received"]) == sorted(expected)
+    assert [k for i, k, _ in scheduled["received"] if i == 0] == [7, *range(8)]
+    _synced(monkeypatch)
+    assert _skewed_keysum(backend) == scheduled
+
+
 FLAG_WORD = np.array([1, 0], np.uint32).view(np.uint8)
 
 

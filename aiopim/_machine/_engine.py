@@ -51,10 +51,13 @@ class DpuRunner(ABC):
         time (the host writes itself), rather than schedule the write with :meth:`write_at`."""
         return False
 
-    def write_at(self, time_ps: int, address: int, data: Bytes) -> int | None:
+    def write_at(
+        self, time_ps: int, address: int, data: Bytes, source: int | None = None
+    ) -> int | None:
         """Schedule a host write of ``data`` (read when it is made) to WRAM ``address`` at
         ``time_ps`` into the run; its number for :meth:`wrote`, or None when this engine does
-        not take such writes (the host then writes at that time itself)."""
+        not take such writes (the host then writes at that time itself). ``source``: the
+        address of ``data``'s first byte, if the caller knows it."""
         return None
 
     def wrote(self, write: int) -> bool:

@@ -32,7 +32,8 @@ MASK64 = 0xFFFF_FFFF_FFFF_FFFF
 # struct reads and writes NumPy's buffer directly (typed loosely: the stubs want ``Buffer``)
 _unpack_u32: Callable[[Any, int], tuple[int]] = Struct("<I").unpack_from
 _unpack_u64: Callable[[Any, int], tuple[int]] = Struct("<Q").unpack_from
-_pack_u64: Callable[[Any, int, int], None] = Struct("<Q").pack_into
+#: store a little-endian 64-bit word at an offset of a buffer (no wake-up: see ``write_u64``)
+pack_u64: Callable[[Any, int, int], None] = Struct("<Q").pack_into
 #: ``(read_ptr, write_ptr)`` of the FIFO struct at an address (``read_ptrs`` without a call)
 unpack_ptrs: Callable[[Any, int], tuple[int, int]] = Struct("<QQ").unpack_from
 
@@ -54,7 +55,7 @@ def read_ptrs(wram: Bytes, struct_addr: int) -> tuple[int, int]:
 
 def write_u64(dpu: Dpu, addr: int, value: int) -> None:
     """Store a pointer and wake the tasklets polling it."""
-    _pack_u64(dpu.wram, addr, value & MASK64)
+    pack_u64(dpu.wram, addr, value & MASK64)
     dpu.wram_written(addr, 8)
 
 

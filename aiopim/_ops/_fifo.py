@@ -29,6 +29,7 @@ from .._machine._wramfifo import (
     READ_PTR,
     WRITE_PTR,
     is_full,
+    pack_u64,
     read_u32,
     struct_size,
     write_u64,
@@ -528,7 +529,12 @@ def _plan_pass(
     pointer_ps = timing.parallel_wram_access_ps(8)
     planned: dict[int, tuple[int, int]] = {}
     t = rank.kernel.now
-    for d in todo:
+    # the new write pointers, one row per DPU (the runners keep the rows they read alive), and
+    # each prepared buffer's element with its address (one buffer often serves every DPU)
+    pointers = np.zeros((len(todo), 8), np.uint8)
+    pointers_at = pointers.ctypes.data
+    elements: dict[int, tuple[Bytes, int]] = {}
+    for k, d in enumerate(todo):
         rd, wr = ptrs[d.index]
         if is_full(rd, wr, mask):
             continue
@@ -538,11 +544,16 @@ def _plan_pass(
         runner = d.runner if d.running else None
         if runner is None:
             continue
-        first = runner.write_at(t_element, data + (wr & mask) * size, buffers[d.index][:size])
+        buf = buffers[d.index]
+        element = elements.get(id(buf))
+        if element is None:
+            view = buf[:size]
+            element = elements[id(buf)] = (view, view.ctypes.data)
+        first = runner.write_at(t_element, data + (wr & mask) * size, *element)
         if first is None:
             continue  # an engine whose DPUs only meet the host at events: written at them
-        pointer = np.array([(wr + 1) & MASK64], "<u8").view(np.uint8)
-        second = runner.write_at(t, s + WRITE_PTR, pointer)
+        pack_u64(pointers, 8 * k, (wr + 1) & MASK64)
+        second = runner.write_at(t, s + WRITE_PTR, pointers[k], pointers_at + 8 * k)
         assert second is not None
         planned[d.index] = (first, second)
     return planned, t

@@ -424,7 +424,9 @@ class IsaRunner(DpuRunner):
     def needs_synced_events(self) -> bool:
         return self.active and not _scheduler(self.dpu.kernel).takes_host_writes()
 
-    def write_at(self, time_ps: int, address: int, data: npt.NDArray[np.uint8]) -> int | None:
+    def write_at(
+        self, time_ps: int, address: int, data: npt.NDArray[np.uint8], source: int | None = None
+    ) -> int | None:
         """Have the compiled batch copy ``data`` (a uint8 view, read when the copy happens)
         into WRAM ``address`` when the run reaches ``time_ps``, after the instructions issued
         before it, as a host event at that time would. Writes are scheduled in time order, from
@@ -446,7 +448,7 @@ class IsaRunner(DpuRunner):
         self.hw[n] = (
             I.first_cycle(time_ps, int(dv[I.D_BOOT_PS]), num, den),
             address,
-            data.ctypes.data,
+            data.ctypes.data if source is None else source,
             len(data),
         )
         self._hw_sources.append(data)  # kept alive until the list starts afresh
