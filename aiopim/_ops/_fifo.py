@@ -445,18 +445,17 @@ async def _push_input(
     while True:
         read = await _read_ptrs(link, rf, rank, dpus, rec)
         idx, pairs, words = read
-        if first and pairs:
+        if first:
             first = False
             rds, wrs = words[:, 0], words[:, 1]
             slots = wrs & mask
             none_full = not (((rds & mask) == slots) & (rds != wrs)).any()
-            if none_full and (slots == slots[0]).all():
+            if pairs and none_full and (slots == slots[0]).all():
                 await _fast_push(link, rf, rank, dpus, buffers, read)
                 if rec is not None:
                     _record_held(rec, rank, link, rf, dpus)
                 _record_push(rec, rank, link, t0, len(todo), 0)
                 return E.DPU_OK, ""
-        first = False
         ptrs = dict(zip(idx, pairs, strict=True))
         full: list[Dpu] = []
         # the running DPUs need to be at the pass's times only at its end (see _plan_pass)
@@ -599,14 +598,14 @@ async def _fast_push(
             stacklevel=1,
         )
     if (words[:, 1] != wr0).any():
-        skewed = [d for d, (_, wr) in zip(dpus, pairs, strict=True) if wr != wr0]
-        d = skewed[0]
+        skewed = [(d, wr) for d, (_, wr) in zip(dpus, pairs, strict=True) if wr != wr0]
+        d, wr = skewed[0]
         warnings.warn(
             f"input FIFO {link.name!r}: the SDK's rank-wide push would broadcast DPU "
             f"{dpus[0].name}'s write pointer + 1 ({wr0 + 1}) to DPU(s) "
-            f"{format_dpu_list(skewed)}, moving DPU {d.name}'s from "
-            f"{pairs[dpus.index(d)][1]} to {wr0 + 1} (more elements than slots, or a pointer "
-            "moved back); aiopim advances each DPU's own write pointer by one",
+            f"{format_dpu_list([d for d, _ in skewed])}, moving DPU {d.name}'s from "
+            f"{wr} to {wr0 + 1} (more elements than slots, or a pointer moved back); aiopim "
+            "advances each DPU's own write pointer by one",
             DpuQuirkWarning,
             stacklevel=1,
         )
