@@ -445,21 +445,26 @@ async def _push_input(
     while True:
         read = await _read_ptrs(link, rf, rank, dpus, rec)
         idx, pairs, words = read
+        rds, wrs = words[:, 0], words[:, 1]
+        slots = wrs & mask
+        nr_full = int((((rds & mask) == slots) & (rds != wrs)).sum())
         if first:
             first = False
-            rds, wrs = words[:, 0], words[:, 1]
-            slots = wrs & mask
-            none_full = not (((rds & mask) == slots) & (rds != wrs)).any()
-            if pairs and none_full and (slots == slots[0]).all():
+            if pairs and not nr_full and (slots == slots[0]).all():
                 await _fast_push(link, rf, rank, dpus, buffers, read)
                 if rec is not None:
                     _record_held(rec, rank, link, rf, dpus)
                 _record_push(rec, rank, link, t0, len(todo), 0)
                 return E.DPU_OK, ""
-        ptrs = dict(zip(idx, pairs, strict=True))
         full: list[Dpu] = []
+        if todo and nr_full == len(dpus):
+            # every DPU is full (those left to push among them): the pass writes nothing
+            retry = True
+            full = todo
+            todo = []
+        ptrs = dict(zip(idx, pairs, strict=True))
         # the running DPUs need to be at the pass's times only at its end (see _plan_pass)
-        planned, until = _plan_pass(link, rank, todo, ptrs, buffers)
+        planned, until = _plan_pass(link, rank, todo, ptrs, buffers) if todo else (None, None)
         for d in todo:
             rd, wr = ptrs[d.index]
             if is_full(rd, wr, mask):
