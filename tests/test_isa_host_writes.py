@@ -71,10 +71,12 @@ def test_keysum_pushes_are_seen_as_at_their_events(
     assert fires[0] < fires[1]  # fewer scheduler events
 
 
-def _skewed_keysum(backend: str) -> dict[str, Any]:
+def _skewed_keysum(backend: str, stop_last: bool = False) -> dict[str, Any]:
     """The key-sum binary on four DPUs whose input write pointers differ: DPU 0 gets key 7
     alone before the launch, then every DPU gets keys 0..7, so each rank-wide push goes pass
-    by pass and writes each DPU its own pointer."""
+    by pass and writes each DPU its own pointer. ``stop_last``: DPU 3's ``active`` is cleared
+    at the launch, so it stops and the passes write it at their events, the others in their
+    runs."""
     from aiopim.sdk import (
         DPU_ASYNCHRONOUS,
         DPU_XFER_DEFAULT,
@@ -113,6 +115,12 @@ def _skewed_keysum(backend: str) -> dict[str, Any]:
         first = next(dpu for dpu, _ in dpu_foreach(dpus))
         await dpu_fifo_push_xfer(first, input_link, DPU_XFER_NO_RESET)
         await dpu_launch(dpus, DPU_ASYNCHRONOUS)
+        if stop_last:
+            last = list(dpu_foreach(dpus))[3][0]
+            dpu_prepare_xfer(last, np.zeros(1, np.uint64))
+            await dpu_push_xfer(dpus, DPU_XFER_TO_DPU, "active", 0, 8, DPU_XFER_PARALLEL)
+            await aiopim.current_emulator().delay(20_000_000)
+            assert not last.dpu_list[0].running
         for k in range(8):
             key[0] = k
             await dpu_fifo_push_xfer(dpus, input_link, DPU_XFER_NO_RESET)
@@ -151,6 +159,20 @@ def test_a_push_pass_writes_each_dpu_its_own_write_pointer(
     assert [k for i, k, _ in scheduled["received"] if i == 0] == [7, *range(8)]
     _synced(monkeypatch)
     assert _skewed_keysum(backend) == scheduled
+
+
+def test_a_push_pass_to_running_and_stopped_dpus_keeps_every_write_at_its_time(
+    backend: str, counted: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass whose DPUs are not all running: the running ones are written in their runs,
+    the stopped one at its events, and the pass lasts as long as with events throughout."""
+    scheduled = _skewed_keysum(backend, stop_last=True)
+    assert counted["batch"] > 0
+    sums = scheduled["sums"]
+    expected = [(0, 7, sums[7])] + [(i, k, sums[k]) for i in range(3) for k in range(8)]
+    assert sorted(scheduled["received"]) == sorted(expected)
+    _synced(monkeypatch)
+    assert _skewed_keysum(backend, stop_last=True) == scheduled
 
 
 FLAG_WORD = np.array([1, 0], np.uint32).view(np.uint8)

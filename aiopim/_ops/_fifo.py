@@ -464,7 +464,12 @@ async def _push_input(
             todo = []
         ptrs = dict(zip(idx, pairs, strict=True))
         # the running DPUs need to be at the pass's times only at its end (see _plan_pass)
-        planned, until = _plan_pass(link, rank, todo, ptrs, buffers) if todo else (None, None)
+        planned, until, whole = _plan_pass(link, rank, todo, ptrs, buffers)
+        if whole and until is not None:
+            # every write to a running DPU is scheduled into its run: the pass's end is the
+            # only time the host needs. A DPU that stopped before its write's time is written
+            # then, which nothing can tell: it no longer reads, and its rank runs this job.
+            await Delay(until - rank.kernel.now, until)
         for d in todo:
             rd, wr = ptrs[d.index]
             if is_full(rd, wr, mask):
@@ -473,11 +478,13 @@ async def _push_input(
                 continue
             slot = data + (wr & mask) * size
             writes = planned.get(d.index) if planned is not None else None
-            await Delay(timing.parallel_wram_access_ps(size), until)
+            if not whole:
+                await Delay(timing.parallel_wram_access_ps(size), until)
             if writes is None or not d.runner_wrote(writes[0]):
                 d.wram[slot : slot + size] = buffers[d.index][:size]
                 d.wram_written(slot, size)
-            await Delay(timing.parallel_wram_access_ps(8), until)
+            if not whole:
+                await Delay(timing.parallel_wram_access_ps(8), until)
             if writes is None or not d.runner_wrote(writes[1]):
                 write_u64(d, s + WRITE_PTR, wr + 1)
             rf.ptrs[d.index] = (rd, wr + 1)
@@ -518,15 +525,16 @@ def _plan_pass(
     todo: list[Dpu],
     ptrs: dict[int, tuple[int, int]],
     buffers: dict[int, Bytes],
-) -> tuple[dict[int, tuple[int, int]] | None, int | None]:
+) -> tuple[dict[int, tuple[int, int]] | None, int | None, bool]:
     """A pass writes each DPU with room in turn (its element, then its write pointer), one
     transfer at a time: schedule those writes into the runs of the DPUs whose engine takes them
     (``DpuRunner.write_at``), so that the pass's events need not bring every running DPU to
-    their times, only its end. The numbers of the scheduled writes by DPU, and the pass's end;
-    (None, None) when a running DPU needs the events to bring it there (the pass then writes
-    every DPU itself, at its events)."""
+    their times, only its end. The numbers of the scheduled writes by DPU, the pass's end, and
+    whether the pass needs no event but its end (it writes something, and every running DPU
+    it writes takes its writes into its run); (None, None, False) when a running DPU needs the
+    events to bring it there (the pass then writes every DPU itself, at its events)."""
     if any(d.running and d.runner is not None and d.runner.needs_synced_events() for d in todo):
-        return None, None
+        return None, None, False
     mask, size = link.capacity - 1, link.data_size
     s, data = link.struct.offset, link.data.offset
     element_ps = timing.parallel_wram_access_ps(size)
@@ -538,6 +546,7 @@ def _plan_pass(
     pointers = np.zeros((len(todo), 8), np.uint8)
     pointers_at = pointers.ctypes.data
     elements: dict[int, tuple[Bytes, int]] = {}
+    whole = True
     for k, d in enumerate(todo):
         rd, wr = ptrs[d.index]
         if is_full(rd, wr, mask):
@@ -547,7 +556,7 @@ def _plan_pass(
         t += pointer_ps
         runner = d.runner if d.running else None
         if runner is None:
-            continue
+            continue  # stopped: nothing reads its WRAM any more, the host writes it
         buf = buffers[d.index]
         element = elements.get(id(buf))
         if element is None:
@@ -555,12 +564,15 @@ def _plan_pass(
             element = elements[id(buf)] = (view, view.ctypes.data)
         first = runner.write_at(t_element, data + (wr & mask) * size, *element)
         if first is None:
-            continue  # an engine whose DPUs only meet the host at events: written at them
+            # an engine whose DPUs only meet the host at events (Python kernels): written at
+            # them, so the pass keeps every event
+            whole = False
+            continue
         pack_u64(pointers, 8 * k, (wr + 1) & MASK64)
         second = runner.write_at(t, s + WRITE_PTR, pointers[k], pointers_at + 8 * k)
         assert second is not None
         planned[d.index] = (first, second)
-    return planned, t
+    return planned, t, whole and bool(planned)
 
 
 async def _fast_push(
