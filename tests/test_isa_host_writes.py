@@ -75,8 +75,8 @@ def _skewed_keysum(backend: str, stop_last: bool = False) -> dict[str, Any]:
     """The key-sum binary on four DPUs whose input write pointers differ: DPU 0 gets key 7
     alone before the launch, then every DPU gets keys 0..7, so each rank-wide push goes pass
     by pass and writes each DPU its own pointer. ``stop_last``: DPU 3's ``active`` is cleared
-    at the launch, so it stops and the passes write it at their events, the others in their
-    runs."""
+    at the launch, so it stops before the passes: the host writes it, the others get their
+    writes in their runs."""
     from aiopim.sdk import (
         DPU_ASYNCHRONOUS,
         DPU_XFER_DEFAULT,
@@ -165,7 +165,8 @@ def test_a_push_pass_to_running_and_stopped_dpus_keeps_every_write_at_its_time(
     backend: str, counted: dict[str, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A pass whose DPUs are not all running: the running ones are written in their runs,
-    the stopped one at its events, and the pass lasts as long as with events throughout."""
+    the stopped one by the host at the pass's end, and everything (results, times, trace) is
+    as with events throughout."""
     scheduled = _skewed_keysum(backend, stop_last=True)
     assert counted["batch"] > 0
     sums = scheduled["sums"]
