@@ -311,7 +311,7 @@ class IsaRunner(DpuRunner):
             step = self.dv[I.D_STEP] = compiled_step(self.binary)
             if waiting and step:
                 # the binary just got its step: the DPUs already running it take it too
-                for r in _scheduler(self.dpu.kernel).runners:
+                for r in _scheduler(self.dpu.kernel).booted:
                     if r.active and r.binary is self.binary and r.code is self.binary.code:
                         r.dv[I.D_STEP] = step
         self.trace = collections.deque(maxlen=self.trace_length) if self.trace_length > 0 else None
@@ -671,11 +671,11 @@ class IsaScheduler:
 
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
-        #: the booted runners in boot order, once :meth:`_active` has run (until then it may
-        #: still hold runners removed since, which are inactive, and list one twice)
+        #: the runners booted and not removed, in boot order (a dict: O(1) membership for
+        #: thousands of DPUs)
+        self.booted: dict[IsaRunner, None] = {}
+        #: the active ones among them (rebuilt by :meth:`_active` when the set may have changed)
         self.runners: list[IsaRunner] = []
-        #: the runners booted and not removed (O(1) membership for thousands of DPUs)
-        self._members: dict[IsaRunner, None] = {}
         self.entry: Entry | None = None
         # the state lists of the batched loop, for the runners in ``_slots``
         self._slots: dict[IsaRunner, int] = {}
@@ -712,9 +712,7 @@ class IsaScheduler:
 
     def add(self, runner: IsaRunner) -> None:
         """A DPU booted at the current time."""
-        if runner not in self._members:
-            self._members[runner] = None
-            self.runners.append(runner)
+        self.booted.setdefault(runner)
         self._slots = {}  # its state arrays are new: rebuild the lists
         self._version += 1
         if self.entry is None:
@@ -723,19 +721,14 @@ class IsaScheduler:
 
     def remove(self, runner: IsaRunner) -> None:
         """A DPU stopped (its run ended or it was halted from outside)."""
-        self._members.pop(runner, None)  # out of ``runners`` at the next :meth:`_active`
+        self.booted.pop(runner, None)
         self._version += 1
 
     def _active(self) -> list[IsaRunner]:
         """The active runners (the list is rebuilt only when the set may have changed)."""
         if self._active_version != self._version:
-            # a runner removed and booted again is listed twice: its place is the last one
-            members = self._members
-            last = {r: i for i, r in enumerate(self.runners)}
-            self.runners = [
-                r for i, r in enumerate(self.runners) if r.active and r in members and last[r] == i
-            ]
-            self._members = dict.fromkeys(self.runners)
+            self.runners = [r for r in self.booted if r.active]
+            self.booted = dict.fromkeys(self.runners)
             self._active_version = self._version
             self._sel = np.zeros(0, np.int64)
         return self.runners
