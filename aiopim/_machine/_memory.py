@@ -66,15 +66,15 @@ class MramImage:
         self.page_views: list[Bytes] = list(base.reshape(-1, MRAM_PAGE))
         self.nonzero = _nonzero_pages(base)
         self.all_nonzero = bool(self.nonzero.all())
-        #: id of a shared page an edge of this image was stored over -> (that page, the page
-        #: with this image's bytes over it, shared in turn)
+        #: id of a shared page an edge of this image was stored over -> (that page, kept so
+        #: that its id stays its own; the page with this image's bytes over it, shared in turn)
         self._merged: dict[int, tuple[Bytes, Bytes]] = {}
 
     def merged(self, page: int, under: Bytes) -> Bytes:
         """Edge page ``page`` of this image stored over ``under``, a page shared by many
         banks: a read-only page made once for every bank that shares ``under``."""
         known = self._merged.get(id(under))
-        if known is not None and known[0] is under:
+        if known is not None:
             return known[1]
         lo = max(self.offset, page << MRAM_PAGE_SHIFT)
         hi = min(self.offset + len(self.data), (page + 1) << MRAM_PAGE_SHIFT)

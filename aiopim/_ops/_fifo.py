@@ -462,9 +462,11 @@ async def _push_input(
             retry = True
             full = todo
             todo = []
-        ptrs = dict(zip(idx, pairs, strict=True))
+        ptrs = dict(zip(idx, pairs, strict=True)) if todo else {}
         # the running DPUs need to be at the pass's times only at its end (see _plan_pass)
-        planned, until, whole = _plan_pass(link, rank, todo, ptrs, buffers)
+        planned, until, whole = (
+            _plan_pass(link, rank, todo, ptrs, buffers) if todo else (None, None, False)
+        )
         if whole and until is not None:
             # every write to a running DPU is scheduled into its run: the pass's end is the
             # only time the host needs. A DPU that stopped before its write's time is written

@@ -478,7 +478,7 @@ def call_step_intrinsic() -> Any:
 
 
 def copy_out_intrinsic() -> Any:
-    """numba's compiled body of :func:`_interp._copy_out`: ``n`` bytes of a uint8 array from
+    """numba's compiled body of :func:`_interp.copy_out`: ``n`` bytes of a uint8 array from
     index ``start`` to the address ``to`` (a checkpoint's copy)."""
     from numba import types
     from numba.core import cgutils
