@@ -360,3 +360,27 @@ def test_steady_issue_is_recognised_exactly() -> None:
 def test_low_bit_is_the_index_of_the_lowest_set_bit(mask: int) -> None:
     """The ready-thread mask's bit scan (a De Bruijn table) against Python's bit arithmetic."""
     assert I.low_bit(mask) == (mask & -mask).bit_length() - 1
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_copy_row_copies_the_words_asked_and_no_other(compiled: bool) -> None:
+    """The windows' register and thread-state snapshots (``_interp.copy_row``): one
+    ``memcpy`` in the compiled loop, a loop in pure Python; both copy the same words."""
+    import numba
+
+    copy = I.copy_row
+    if compiled:
+        I.jit_dispatcher()  # gives copy_row its compiled body
+
+        @numba.njit
+        def copy(dst, di, dcol, src, si, scol, n):  # type: ignore[no-untyped-def]
+            I.copy_row(dst, di, dcol, src, si, scol, n)
+
+    src = np.arange(4 * 40, dtype=np.int64).reshape(4, 40)
+    dst = np.full((3, 45), -1, np.int64)
+    copy(dst, 2, 7, src, 1, 30, 5)
+    copy(dst, 0, 0, src, 3, 0, 24)
+    want = np.full((3, 45), -1, np.int64)
+    want[2, 7:12] = src[1, 30:35]
+    want[0, :24] = src[3, :24]
+    assert np.array_equal(dst, want)

@@ -641,6 +641,21 @@ def copy_out(to: int, wram: npt.NDArray[np.uint8], start: int, n: int) -> None:
     ctypes.memmove(int(to), wram.ctypes.data + int(start), int(n))
 
 
+def copy_row(
+    dst: npt.NDArray[np.int64],
+    di: int,
+    dcol: int,
+    src: npt.NDArray[np.int64],
+    si: int,
+    scol: int,
+    n: int,
+) -> None:
+    """Copy ``n`` words of row ``si`` of ``src`` from column ``scol`` to row ``di`` of ``dst``
+    from column ``dcol`` (one ``memcpy`` in the compiled loop)."""
+    for j in range(n):
+        dst[di, dcol + j] = src[si, scol + j]
+
+
 def _no_compiled_step(*args: Any) -> int:
     raise RuntimeError("a program's compiled fast step runs only in the compiled loop")
 
@@ -723,10 +738,8 @@ def run(
                     for kk in range(k + 1):
                         q = scratch[kk, SCR_ORDER]
                         if scratch[q, SCR_SPIN] == 0:
-                            for j in range(24):
-                                regs[q, j] = scratch[q, j]
-                        for j in range(NTH):
-                            th[q, j] = scratch[q, SCR_TH + j]
+                            copy_row(regs, q, 0, scratch, q, 0, 24)
+                        copy_row(th, q, 0, scratch, q, SCR_TH, NTH)
                     instr = w_instr
                     issued = w_issued
                     last = b_last = w_last
@@ -771,8 +784,7 @@ def run(
                 if k >= nf:
                     break
                 t = scratch[k, SCR_ORDER]
-                for j in range(NTH):
-                    scratch[t, SCR_TH + j] = th[t, j]
+                copy_row(scratch, t, SCR_TH, th, t, 0, NTH)
                 cs = c0 + scratch[k, SCR_OFF]
                 if cs < fe and scratch[t, SCR_KIND] == WK_SPINS:
                     # every slot to the window's end spins: count them instead of running them
@@ -792,8 +804,7 @@ def run(
                     lastpc = th[t, T_PC]
                 else:
                     scratch[t, SCR_SPIN] = 0
-                    for j in range(24):
-                        scratch[t, j] = regs[t, j]
+                    copy_row(scratch, t, 0, regs, t, 0, 24)
             if k >= nf:
                 # the window is done: every issue before ``fe`` happened
                 fw = False
@@ -1660,16 +1671,24 @@ def jit_dispatcher() -> Callable[..., int]:
         import numba
         from numba.extending import overload, register_jitable
 
-        from ._specialize import call_step_intrinsic, copy_out_intrinsic
+        from ._specialize import call_step_intrinsic, copy_out_intrinsic, copy_row_intrinsic
 
         global _call_step
         _call_step = call_step_intrinsic()
         copy = copy_out_intrinsic()
+        row_copy = copy_row_intrinsic()
 
         @overload(copy_out)
         def _copy_out(to: Any, wram: Any, start: Any, n: Any) -> Any:
             def impl(to: Any, wram: Any, start: Any, n: Any) -> Any:
                 copy(to, wram, start, n)
+
+            return impl
+
+        @overload(copy_row)
+        def _copy_row(dst: Any, di: Any, dcol: Any, src: Any, si: Any, scol: Any, n: Any) -> Any:
+            def impl(dst: Any, di: Any, dcol: Any, src: Any, si: Any, scol: Any, n: Any) -> Any:
+                row_copy(dst, di, dcol, src, si, scol, n)
 
             return impl
 

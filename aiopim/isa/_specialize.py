@@ -499,3 +499,33 @@ def copy_out_intrinsic() -> Any:
         return types.void(to, source, start, n), codegen
 
     return intrinsic(typer)
+
+
+def copy_row_intrinsic() -> Any:
+    """numba's compiled body of :func:`_interp.copy_row`: one ``memcpy`` of ``n`` int64 words
+    (LLVM turns a constant ``n`` into a few vector moves)."""
+    from numba import types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    def typer(
+        typingctx: Any, dst: Any, di: Any, dcol: Any, src: Any, si: Any, scol: Any, n: Any
+    ) -> Any:
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            def integer(i: int) -> Any:
+                return context.cast(builder, args[i], sig.args[i], types.int64)
+
+            item_pointer: Any = cgutils.get_item_pointer
+            memcpy: Any = cgutils.raw_memcpy
+
+            def pointer(i: int) -> Any:
+                array = context.make_array(sig.args[i])(context, builder, args[i])
+                where = [integer(i + 1), integer(i + 2)]
+                return item_pointer(context, builder, sig.args[i], array, where)
+
+            memcpy(builder, pointer(0), pointer(3), integer(6), 8, 8)
+            return context.get_dummy_value()
+
+        return types.void(dst, di, dcol, src, si, scol, n), codegen
+
+    return intrinsic(typer)
