@@ -213,14 +213,33 @@ def test_an_ldmai_over_compiled_rows_drops_the_step(monkeypatch: pytest.MonkeyPa
     assert r.fault is None and int(r.values["out"][0]) == 77
 
 
-def test_the_step_policy(monkeypatch: pytest.MonkeyPatch) -> None:
-    binary = _runner.decoded_binary(aiopim.load_elf(assemble(SPECULATION_PROGRAM, "v1B")))
+def test_the_step_policy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A binary gets its step at once when it is compiled already, else after a rank's worth of
+    starts; ``AIOPIM_ISA_STEP=0`` never gives one."""
+    # a machine where this step was never compiled: an empty step cache, in and out of process
+    monkeypatch.setenv("AIOPIM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(_specialize, "_STEPS", {})
+
+    def binary() -> _runner.DecodedBinary:
+        return _runner.decoded_binary(aiopim.load_elf(assemble(SPECULATION_PROGRAM, "v1B")))
+
+    first = binary()
     monkeypatch.setenv("AIOPIM_ISA_STEP", "0")
-    assert _runner.compiled_step(binary) == 0 and binary.starts == 0
+    assert _runner.compiled_step(first) == 0 and first.starts == 0
     monkeypatch.setenv("AIOPIM_ISA_STEP", "auto")
-    got = [_runner.compiled_step(binary) for _ in range(_runner.STEP_AFTER_STARTS)]
+    got = [_runner.compiled_step(first) for _ in range(_runner.STEP_AFTER_STARTS)]
     assert got[:-1] == [0] * (_runner.STEP_AFTER_STARTS - 1)
-    assert got[-1] == binary.step == _specialize.step_address(binary.code) != 0
+    assert got[-1] == first.step == _specialize.step_address(first.code) != 0
+    # compiled in this process: the next binary of the same code has it at its first start
+    assert _runner.compiled_step(binary()) == first.step
+    # compiled into numba's cache by an earlier process: loaded at the first start
+    monkeypatch.setattr(_specialize, "_STEPS", {})
+    again = binary()
+    assert _runner.compiled_step(again) != 0 and again.starts == 1
+    # ... of that cache directory only: another one would have to compile it
+    monkeypatch.setattr(_specialize, "_STEPS", {})
+    monkeypatch.setattr(numba.core.config, "CACHE_DIR", str(tmp_path / "elsewhere"))
+    assert _runner.compiled_step(binary()) == 0
     # a program with more fast rows than a step holds, and no loop, keeps the generic one
     big = "\n".join(f"add r{i % 20}, r{i % 7}, {i}" for i in range(_specialize.MAX_ROWS + 1))
     assert _specialize.step_source(_code(big + "\n")) is None

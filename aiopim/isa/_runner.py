@@ -109,27 +109,33 @@ class DecodedBinary:
     #: :func:`compiled_step`): None until asked for, 0 if it keeps the generic one
     starts: int = 0
     step: int | None = None
+    #: whether its step can be had without compiling it (None: not asked yet)
+    step_ready: bool | None = None
 
 
-#: ``AIOPIM_ISA_STEP=auto`` (the default): a binary gets its own compiled fast step once this
-#: many DPUs have started it (a rank's worth: compiling costs seconds the first time on a machine)
+#: ``AIOPIM_ISA_STEP=auto`` (the default): a binary whose step is not compiled yet gets it once
+#: this many DPUs have started it (a rank's worth: compiling costs seconds the first time)
 STEP_AFTER_STARTS: Final = 64
 
 
 def compiled_step(binary: DecodedBinary) -> int:
     """The address of ``binary``'s own compiled fast step for a DPU starting it in the compiled
-    loop (0: the generic step). ``AIOPIM_ISA_STEP``: ``auto`` (default) once the binary has
-    started on :data:`STEP_AFTER_STARTS` DPUs, ``1`` always, ``0`` never. Results are the same
-    either way; only the speed differs."""
+    loop (0: the generic step). ``AIOPIM_ISA_STEP``: ``auto`` (default) at once when the step is
+    compiled already (in this process, or in numba's disk cache by an earlier one), else once
+    the binary has started on :data:`STEP_AFTER_STARTS` DPUs; ``1`` always, ``0`` never.
+    Results are the same either way; only the speed differs."""
     mode = os.environ.get("AIOPIM_ISA_STEP", "auto").strip().lower()
     if mode in ("0", "off", "no", "false", ""):
         return 0
     binary.starts += 1
     if binary.step is None:
-        if mode == "auto" and binary.starts < STEP_AFTER_STARTS:
-            return 0
-        from ._specialize import step_address
+        from ._specialize import step_address, step_ready
 
+        if mode == "auto" and binary.starts < STEP_AFTER_STARTS:
+            if binary.step_ready is None:
+                binary.step_ready = step_ready(binary.code)
+            if not binary.step_ready:
+                return 0
         binary.step = step_address(binary.code)
     return binary.step
 

@@ -19,6 +19,7 @@ beside it, so a program is compiled once per machine.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -360,6 +361,26 @@ def step_file(source: str) -> Path:
     return cache_dir() / f"step_{hashlib.sha256(source.encode()).hexdigest()[:32]}.py"
 
 
+def compiled_marker(path: Path) -> Path:
+    """The file that says the step kept at ``path`` is compiled in numba's cache (one per cache
+    directory: ``NUMBA_CACHE_DIR`` moves it)."""
+    from numba.core import config
+
+    cache = getattr(config, "CACHE_DIR", "")  # set from the environment at numba's import
+    where = hashlib.sha256(str(cache).encode()).hexdigest()[:12]
+    return path.with_name(f"{path.stem}.{where}.compiled")
+
+
+def step_ready(code: npt.NDArray[np.int64]) -> bool:
+    """Whether :func:`step_address` can give ``code``'s step without compiling it: made in this
+    process already, compiled into numba's cache by an earlier one, or no step to make."""
+    source = step_source(code)
+    if source is None:
+        return True
+    path = step_file(source)
+    return path.stem in _STEPS or compiled_marker(path).exists()
+
+
 def step_address(code: npt.NDArray[np.int64]) -> int:
     """The address of ``code``'s compiled fast step, compiling (or loading) it the first time
     in the process; 0 when the program keeps the generic step."""
@@ -395,6 +416,10 @@ def step_address(code: npt.NDArray[np.int64]) -> int:
             stacklevel=2,
         )
         address, module = 0, None
+    if address:
+        # without a writable cache, later processes wait for a rank's worth of starts
+        with contextlib.suppress(OSError):
+            compiled_marker(path).touch()
     _STEPS[key] = (address, module)
     return address
 
