@@ -120,9 +120,10 @@ STEP_AFTER_STARTS: Final = 64
 
 def compiled_step(binary: DecodedBinary) -> int:
     """The address of ``binary``'s own compiled fast step for a DPU starting it in the compiled
-    loop (0: the generic step). ``AIOPIM_ISA_STEP``: ``auto`` (default) at once when the step is
-    compiled already (in this process, or in numba's disk cache by an earlier one), else once
-    the binary has started on :data:`STEP_AFTER_STARTS` DPUs; ``1`` always, ``0`` never.
+    loop (0: the generic step). ``AIOPIM_ISA_STEP``: ``auto`` (default) at once when the step
+    was compiled already at the binary's first start (in this process, or into numba's disk
+    cache by an earlier one), else once the binary has started on :data:`STEP_AFTER_STARTS`
+    DPUs; ``1`` always, ``0`` never.
     Results are the same either way; only the speed differs."""
     mode = os.environ.get("AIOPIM_ISA_STEP", "auto").strip().lower()
     if mode in ("0", "off", "no", "false", ""):
