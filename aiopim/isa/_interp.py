@@ -966,15 +966,16 @@ def run(
                     cutter = dv[D_CUTTER]
                     if scratch[0, SCR_ORDER] != cutter:
                         # the thread that ended the last window is likely to end this one too:
-                        # run it first, so that the others stop where it does (no re-run); the
-                        # others keep their issue order (the next to end it is often the first)
+                        # run it first, so that the others stop where it does (no re-run), and
+                        # the first in issue order next (often the next to end it)
                         for q in range(1, nf):
                             if scratch[q, SCR_ORDER] == cutter:
                                 for col in (SCR_ORDER, SCR_OFF):
-                                    v = scratch[q, col]
-                                    for j in range(q, 0, -1):
-                                        scratch[j, col] = scratch[j - 1, col]
-                                    scratch[0, col] = v
+                                    v = scratch[0, col]
+                                    scratch[0, col] = scratch[q, col]
+                                    scratch[q, col] = scratch[1, col] if q > 1 else v
+                                    if q > 1:
+                                        scratch[1, col] = v
                                 break
                     w_instr = instr
                     w_issued = issued
