@@ -971,11 +971,10 @@ def run(
                         for q in range(1, nf):
                             if scratch[q, SCR_ORDER] == cutter:
                                 for col in (SCR_ORDER, SCR_OFF):
-                                    v = scratch[0, col]
+                                    v0, v1 = scratch[0, col], scratch[1, col]
                                     scratch[0, col] = scratch[q, col]
-                                    scratch[q, col] = scratch[1, col] if q > 1 else v
-                                    if q > 1:
-                                        scratch[1, col] = v
+                                    scratch[q, col] = v1
+                                    scratch[1, col] = v0
                                 break
                     w_instr = instr
                     w_issued = issued

@@ -26,6 +26,7 @@ import os
 import sys
 import tempfile
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -431,6 +432,22 @@ def native_address(step: Any) -> int:
     return int(step._library.get_pointer_to_function(name))
 
 
+def _arguments(
+    context: Any, builder: Any, sig: Any, args: Any
+) -> tuple[Callable[[int], Any], Callable[[int], Any]]:
+    """An intrinsic's argument ``i`` in its code generator: as an int64 value, and as NumPy's
+    array structure (``.data``, ``.shape``)."""
+    from numba import types
+
+    def integer(i: int) -> Any:
+        return context.cast(builder, args[i], sig.args[i], types.int64)
+
+    def array(i: int) -> Any:
+        return context.make_array(sig.args[i])(context, builder, args[i])
+
+    return integer, array
+
+
 def call_step_intrinsic() -> Any:
     """numba's compiled body of :func:`_interp.call_step`: a call through the step's address
     with the arrays' data pointers, in numba's calling convention (a status, the result through
@@ -465,13 +482,7 @@ def call_step_intrinsic() -> Any:
             fnty = ir.FunctionType(
                 i32, [p64, p8.as_pointer(), p64, p8, i64, p8, p64, i64, i64, i64, i64, p64]
             )
-
-            def array(i: int) -> Any:
-                return context.make_array(sig.args[i])(context, builder, args[i])
-
-            def integer(i: int) -> Any:
-                return context.cast(builder, args[i], sig.args[i], types.int64)
-
+            integer, array = _arguments(context, builder, sig, args)
             wram_size = builder.extract_value(array(2).shape, 0)
             out = builder.gep(array(5).data, [ir.Constant(i64, D_STEP_OUT)])
             target = builder.inttoptr(integer(0), fnty.as_pointer())
@@ -511,10 +522,8 @@ def copy_out_intrinsic() -> Any:
 
     def typer(typingctx: Any, to: Any, source: Any, start: Any, n: Any) -> Any:
         def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-            def integer(i: int) -> Any:
-                return context.cast(builder, args[i], sig.args[i], types.int64)
-
-            data = context.make_array(sig.args[1])(context, builder, args[1]).data
+            integer, array = _arguments(context, builder, sig, args)
+            data = array(1).data
             src = builder.gep(data, [integer(2)])
             dst = builder.inttoptr(integer(0), src.type)
             memcpy: Any = cgutils.raw_memcpy
@@ -537,16 +546,13 @@ def copy_row_intrinsic() -> Any:
         typingctx: Any, dst: Any, di: Any, dcol: Any, src: Any, si: Any, scol: Any, n: Any
     ) -> Any:
         def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-            def integer(i: int) -> Any:
-                return context.cast(builder, args[i], sig.args[i], types.int64)
-
+            integer, array = _arguments(context, builder, sig, args)
             item_pointer: Any = cgutils.get_item_pointer
             memcpy: Any = cgutils.raw_memcpy
 
             def pointer(i: int) -> Any:
-                array = context.make_array(sig.args[i])(context, builder, args[i])
                 where = [integer(i + 1), integer(i + 2)]
-                return item_pointer(context, builder, sig.args[i], array, where)
+                return item_pointer(context, builder, sig.args[i], array(i), where)
 
             memcpy(builder, pointer(0), pointer(3), integer(6), 8, 8)
             return context.get_dummy_value()
