@@ -289,17 +289,17 @@ class RowMemory:
         page = mmap.PAGESIZE
         self._stride = stride = -(-row_bytes // page) * page
         flags = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
-        self._map: mmap.mmap | None = None
-        if flags and nr_rows * stride:
-            self._map = mmap.mmap(-1, nr_rows * stride, flags=flags)
-            whole = np.frombuffer(self._map, np.uint8).reshape(nr_rows, stride)
+        size = nr_rows * stride
+        mapped = mmap.mmap(-1, size, flags=flags) if flags and size else None
+        if mapped is not None:
+            whole = np.frombuffer(mapped, np.uint8).reshape(nr_rows, stride)
         else:  # no anonymous private mappings on this platform
             whole = np.zeros((nr_rows, stride), dtype=np.uint8)
         #: ``rows[i]``: row ``i`` (``row_bytes`` contiguous bytes)
         self.rows: Bytes = whole[:, :row_bytes]
-        if not sys.platform.startswith("linux"):
-            # only Linux promises zeros after dropping the pages of a private mapping
-            self._map = None
+        # the mapping whose pages ``clear`` drops: only Linux promises zeros after dropping the
+        # pages of a private mapping
+        self._map = mapped if sys.platform.startswith("linux") else None
 
     def clear(self, row: int) -> None:
         """Zero row ``row``: its pages are dropped (the next read sees zeros), or, where that

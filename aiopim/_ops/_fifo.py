@@ -645,9 +645,8 @@ async def _flush_output(
     s, ring = link.struct.offset, link.ring_bytes
     rec = rank.machine.recorder
     t0 = rank.kernel.now
-    idx, pairs, _ = await _read_ptrs(link, rf, rank, dpus, rec)
-    ptrs = dict(zip(idx, pairs, strict=True))
-    fills = {idx: (wr - rd) & MASK64 for idx, (rd, wr) in ptrs.items()}
+    idx, pairs, _ = await _read_ptrs(link, rf, rank, dpus, rec)  # in the order of ``dpus``
+    fills = {i: (wr - rd) & MASK64 for i, (rd, wr) in zip(idx, pairs, strict=True)}
     drained = any(fills.values())
     if drained:
         await Delay(timing.parallel_wram_access_ps(ring * len(buffers)))
@@ -665,12 +664,11 @@ async def _flush_output(
                 DpuQuirkWarning,
                 stacklevel=1,
             )
-        for d in dpus:
-            write_u64(d, s + READ_PTR, ptrs[d.index][1])
+        for d, (_, wr) in zip(dpus, pairs, strict=True):
+            write_u64(d, s + READ_PTR, wr)
     if rec is not None:
         if drained:
-            idx = [d.index for d in dpus]
-            emptied = [(ptrs[i][1], ptrs[i][1]) for i in idx]
+            emptied = [(wr, wr) for _, wr in pairs]
             _record_ptrs(rec, rank, link, idx, emptied, read=False)
         rec.add(
             "fifo_flush",
