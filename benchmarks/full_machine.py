@@ -294,6 +294,25 @@ def _isa_counting() -> list[int]:
     return seen
 
 
+def _isa_batch_time(clock: Callable[[], float]) -> list[float]:
+    """Add up the time ``clock`` measures in the scheduler's calls of the compiled batch:
+    [seconds] (reset it between runs)."""
+    from aiopim.isa import _runner
+
+    spent = [0.0]
+    call = _runner.IsaScheduler._call
+
+    def timed(self: Any, *args: Any) -> int:
+        start = clock()
+        try:
+            return call(self, *args)
+        finally:
+            spent[0] += clock() - start
+
+    _runner.IsaScheduler._call = timed  # type: ignore[method-assign,assignment]
+    return spent
+
+
 def _compile_info(jit: bool) -> dict[str, Any]:
     """Run a tiny binary twice: the first run gets the compiled loop (from numba's disk cache,
     or compiling it), the second must not pay that again."""
