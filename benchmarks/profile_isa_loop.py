@@ -9,8 +9,11 @@ the source lines of ``aiopim/isa/_interp.py``. The line table comes from a build
 debug information (``NUMBA_DEBUGINFO=1``, bounds checks off) in a temporary numba cache, so the
 first run compiles for about a minute; that build runs the loop about 15 % slower than the
 normal one, and the step about four times as slow, so read shares inside ``run``, not absolute
-times. Needs ``perf`` (with ``perf_event_paranoid`` <= 2), ``addr2line`` and ``objdump`` (binutils).
-Last line: ``profile_isa_loop samples=<samples in the loop>``.
+times. ``--release`` profiles the normal build instead (no debug information, so no line
+table): the shares of the loop, the step and the helpers as they are in real runs.
+Needs ``perf`` (with ``perf_event_paranoid`` <= 2), ``addr2line`` and ``objdump`` (binutils).
+Last line: ``profile_isa_loop samples=<samples in the loop>`` (with ``--release``, the samples in
+numba's compiled code).
 """
 
 from __future__ import annotations
@@ -76,7 +79,7 @@ def short(name: str) -> str:
     return match.group(2) if match else name[:40]
 
 
-def report(out: Path, top: int) -> int:
+def report(out: Path, top: int, lines: bool) -> int:
     symbols = json.loads((out / "symbols.json").read_text())
     script = subprocess.run(
         ["perf", "script", "-i", str(out / "perf.data"), "-F", "ip,sym"],
@@ -96,6 +99,8 @@ def report(out: Path, top: int) -> int:
     print(f"samples in numba's compiled code: {total}")
     for name, n in by_symbol.most_common(12):
         print(f"  {100 * n / total:5.1f} %  {name}")
+    if not lines:
+        return total
     # the loop's own object (not a batch that links it in): its symbol at offset 0 in its file
     loop = [s for s in symbols if s[2].startswith("_ZN6aiopim3isa7_interp3run")]
     address, size, _, path, offset = min(loop, key=lambda s: (s[4] != 0, s[3]))
@@ -138,6 +143,11 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="interpreter threads")
     parser.add_argument("--lines", type=int, default=30, help="hottest lines shown")
+    parser.add_argument(
+        "--release",
+        action="store_true",
+        help="the normal build: shares by function only, no line table",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -150,7 +160,7 @@ def main() -> None:
         out = Path(tmp)
         env = dict(
             os.environ,
-            NUMBA_DEBUGINFO="1",
+            NUMBA_DEBUGINFO="0" if args.release else "1",
             NUMBA_BOUNDSCHECK="0",
             NUMBA_CACHE_DIR=str(out / "numba"),
             AIOPIM_CACHE_DIR=str(out / "aiopim"),
@@ -159,7 +169,7 @@ def main() -> None:
         command = [sys.executable, __file__, "--ranks", str(args.ranks), "--child", tmp]
         record = ["perf", "record", "-F", "2000", "-o", str(out / "perf.data"), "--"]
         subprocess.run(record + command, env=env, check=True, stdout=subprocess.DEVNULL)
-        samples = report(out, args.lines)
+        samples = report(out, args.lines, not args.release)
     print(f"profile_isa_loop samples={samples}")
 
 
