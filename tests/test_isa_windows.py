@@ -356,6 +356,41 @@ def test_steady_issue_is_recognised_exactly() -> None:
     assert tried < 20_000
 
 
+def test_few_ready_threads_issue_where_their_next_issues_fall() -> None:
+    """Up to 11 ready threads (one revolver period) not in round-robin turn: when each becomes
+    ready at a cycle of its own within the period, the window takes those cycles as the
+    pattern without simulating the issue rule; when two share a cycle (or one is ready only
+    after the period) it must simulate. Both kinds, against cycle-by-cycle issue."""
+    asm = _program(COMPUTE.format(last=0).replace("jeq id, 0, go\n        boot id, 1\n", ""))
+    rng = np.random.default_rng(11)
+    c0 = 40
+    kinds = {True: 0, False: 0}
+    tried = 0
+    while min(kinds.values()) < 12:
+        tried += 1
+        n = int(rng.integers(1, I.REVOLVER_CYCLES + 1))
+        nexts = [c0 + int(v) for v in rng.integers(-3, I.REVOLVER_CYCLES + 2, size=n)]
+        if all(nexts[p] <= c0 + p for p in range(n)):
+            continue  # in round-robin turn: neither path
+        at = [max(x, c0) - c0 for x in nexts]
+        own_cycles = len(set(at)) == n and max(at) < I.REVOLVER_CYCLES
+        if kinds[own_cycles] >= 12:
+            continue
+        kinds[own_cycles] += 1
+        if own_cycles:
+            assert sorted(y - c0 for y, _ in _issues(nexts, c0, I.REVOLVER_CYCLES)) == sorted(at)
+        windowed, stepped = (Machine(asm, threads=16, jit=True) for _ in range(2))
+        for m in (windowed, stepped):
+            m.th[:, I.T_RUN] = I.RUN_STOPPED
+            m.th[:n, I.T_RUN] = I.RUN_READY
+            m.th[:n, I.T_PC] = 2  # the loop's moves
+            m.th[:n, I.T_NEXT] = nexts  # the ready list starts after thread 15 (D_RR)
+            m.dv[I.D_RR] = 15
+            m.dv[I.D_CYCLE] = c0
+        _compare(windowed, stepped, c0 + 400, 100_000)
+    assert tried < 20_000
+
+
 @given(st.integers(1, (1 << 32) - 1))
 def test_low_bit_is_the_index_of_the_lowest_set_bit(mask: int) -> None:
     """The ready-thread mask's bit scan (a De Bruijn table) against Python's bit arithmetic."""

@@ -47,7 +47,10 @@ unless one of the others sits between the two in round-robin order. The loop sim
 period and checks that condition (both cost O(n) when the order is round-robin). When the i-th
 ready thread after the last issuer (in round-robin order) may issue at c0 + i, for every i, the
 first period issues them in that order, one per cycle, and nobody sits between two of them: the
-pattern is the list itself, and the loop skips both.
+pattern is the list itself, and the loop skips both. With at most REVOLVER_CYCLES ready threads
+that each become ready (at the later of their next issue and c0) at a cycle of their own within
+the first period, each issues exactly then (before it, no other thread is ready and not yet
+issued), so the pattern is those cycles, and the loop skips the simulation too.
 """
 
 from __future__ import annotations
@@ -885,7 +888,32 @@ def run(
                     per = nf if nf > REVOLVER_CYCLES else REVOLVER_CYCLES
                     steady = nf > 0
                     c0 = c
-                    if steady and not in_turn:
+                    simulate = steady and not in_turn
+                    if simulate and nf <= REVOLVER_CYCLES and nthreads <= 32:
+                        # at most one thread per cycle of the period becomes ready (each at the
+                        # later of its next issue and c0): then each issues exactly there, and
+                        # nothing needs simulating. ``taken``: bit o for offset o; ``at``: the
+                        # thread of offset o in bits 5o..5o+4
+                        taken = 0
+                        at = 0
+                        simulate = False
+                        for q in range(nf):
+                            o = scratch[q, SCR_NEXT] - c0
+                            if o < 0:
+                                o = 0
+                            if o >= REVOLVER_CYCLES or (taken >> o) & 1:
+                                simulate = True
+                                break
+                            taken |= 1 << o
+                            at |= scratch[q, SCR_READY] << (5 * o)
+                        if not simulate:
+                            m = 0
+                            for o in range(REVOLVER_CYCLES):
+                                if (taken >> o) & 1:
+                                    scratch[m, SCR_ORDER] = (at >> (5 * o)) & 31
+                                    scratch[m, SCR_OFF] = o
+                                    m += 1
+                    if simulate:
                         # simulate the issue rule for one period
                         for q in range(nf):
                             scratch[q, SCR_SEEN] = 0
