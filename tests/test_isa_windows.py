@@ -10,6 +10,8 @@ bits, counters and stop reason after the same number of instructions.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -322,38 +324,64 @@ def _steady(nexts: list[int], c0: int) -> bool:
     )
 
 
+def _both_kinds(
+    rng: np.random.Generator,
+    draw: Callable[[np.random.Generator], list[int]],
+    kind: Callable[[list[int]], bool | None],
+    each: int = 12,
+) -> Iterator[list[int]]:
+    """Ready lists (next-issue cycles) from ``draw`` until ``each`` of both kinds were yielded
+    (``kind`` None: not a case of the test)."""
+    found = {True: 0, False: 0}
+    for _ in range(20_000):
+        nexts = draw(rng)
+        k = kind(nexts)
+        if k is None or found[k] >= each:
+            continue
+        found[k] += 1
+        yield nexts
+        if min(found.values()) >= each:
+            return
+    raise AssertionError(f"too few cases of one kind: {found}")
+
+
+def _compare_from_ready_list(nexts: list[int], c0: int) -> None:
+    """Threads 0..n-1 ready at the compute loop's moves at cycle ``c0`` with next issues
+    ``nexts`` (the ready list starts after thread 15): windows against cycle-by-cycle issue."""
+    asm = _program(COMPUTE.format(last=0).replace("jeq id, 0, go\n        boot id, 1\n", ""))
+    n = len(nexts)
+    windowed, stepped = (Machine(asm, threads=16, jit=True) for _ in range(2))
+    for m in (windowed, stepped):
+        m.th[:, I.T_RUN] = I.RUN_STOPPED
+        m.th[:n, I.T_RUN] = I.RUN_READY
+        m.th[:n, I.T_PC] = 2  # the loop's moves
+        m.th[:n, I.T_NEXT] = nexts
+        m.dv[I.D_RR] = 15
+        m.dv[I.D_CYCLE] = c0
+    # no instruction bound: a window needs room for all its slots (n * 256 > 3000)
+    _compare(windowed, stepped, c0 + 400, 100_000)
+
+
 def test_steady_issue_is_recognised_exactly() -> None:
     """States of 12-16 ready threads whose first period has no idle cycle but that are not in
     round-robin order: some are steady, some issue a thread twice in the first period, some
     repeat the first period differently. Windows must open exactly when the issue rule is
     periodic (else they would run threads at wrong cycles)."""
-    asm = _program(COMPUTE.format(last=0).replace("jeq id, 0, go\n        boot id, 1\n", ""))
-    rng = np.random.default_rng(7)
     c0 = 40
-    kinds = {True: 0, False: 0}
-    tried = 0
-    while min(kinds.values()) < 12:
-        tried += 1
+
+    def draw(rng: np.random.Generator) -> list[int]:
         n = int(rng.integers(12, 17))
-        nexts = [c0 + int(v) for v in rng.integers(-14, 16, size=n)]
+        return [c0 + int(v) for v in rng.integers(-14, 16, size=n)]
+
+    def steady(nexts: list[int]) -> bool | None:
+        n = len(nexts)
         full = len(_issues(nexts, c0, n)) == n  # no idle cycle in the first period
         if not full or all(nexts[p] <= c0 + p for p in range(n)):
-            continue  # only the cases that need more than the round-robin test
-        steady = _steady(nexts, c0)
-        if kinds[steady] >= 12:
-            continue
-        kinds[steady] += 1
-        windowed, stepped = (Machine(asm, threads=16, jit=True) for _ in range(2))
-        for m in (windowed, stepped):
-            m.th[:, I.T_RUN] = I.RUN_STOPPED
-            m.th[:n, I.T_RUN] = I.RUN_READY
-            m.th[:n, I.T_PC] = 2  # the loop's moves
-            m.th[:n, I.T_NEXT] = nexts  # the ready list starts after thread 15 (D_RR)
-            m.dv[I.D_RR] = 15
-            m.dv[I.D_CYCLE] = c0
-        # no instruction bound: a window needs room for all its slots (n * 256 > 3000)
-        _compare(windowed, stepped, c0 + 400, 100_000)
-    assert tried < 20_000
+            return None  # only the cases that need more than the round-robin test
+        return _steady(nexts, c0)
+
+    for nexts in _both_kinds(np.random.default_rng(7), draw, steady):
+        _compare_from_ready_list(nexts, c0)
 
 
 def test_few_ready_threads_issue_where_their_next_issues_fall() -> None:
@@ -361,34 +389,24 @@ def test_few_ready_threads_issue_where_their_next_issues_fall() -> None:
     ready at a cycle of its own within the period, the window takes those cycles as the
     pattern without simulating the issue rule; when two share a cycle (or one is ready only
     after the period) it must simulate. Both kinds, against cycle-by-cycle issue."""
-    asm = _program(COMPUTE.format(last=0).replace("jeq id, 0, go\n        boot id, 1\n", ""))
-    rng = np.random.default_rng(11)
     c0 = 40
-    kinds = {True: 0, False: 0}
-    tried = 0
-    while min(kinds.values()) < 12:
-        tried += 1
+
+    def draw(rng: np.random.Generator) -> list[int]:
         n = int(rng.integers(1, I.REVOLVER_CYCLES + 1))
-        nexts = [c0 + int(v) for v in rng.integers(-3, I.REVOLVER_CYCLES + 2, size=n)]
-        if all(nexts[p] <= c0 + p for p in range(n)):
-            continue  # in round-robin turn: neither path
+        return [c0 + int(v) for v in rng.integers(-3, I.REVOLVER_CYCLES + 2, size=n)]
+
+    def own_cycles(nexts: list[int]) -> bool | None:
+        if all(x <= c0 + p for p, x in enumerate(nexts)):
+            return None  # in round-robin turn: neither path
         at = [max(x, c0) - c0 for x in nexts]
-        own_cycles = len(set(at)) == n and max(at) < I.REVOLVER_CYCLES
-        if kinds[own_cycles] >= 12:
-            continue
-        kinds[own_cycles] += 1
-        if own_cycles:
-            assert sorted(y - c0 for y, _ in _issues(nexts, c0, I.REVOLVER_CYCLES)) == sorted(at)
-        windowed, stepped = (Machine(asm, threads=16, jit=True) for _ in range(2))
-        for m in (windowed, stepped):
-            m.th[:, I.T_RUN] = I.RUN_STOPPED
-            m.th[:n, I.T_RUN] = I.RUN_READY
-            m.th[:n, I.T_PC] = 2  # the loop's moves
-            m.th[:n, I.T_NEXT] = nexts  # the ready list starts after thread 15 (D_RR)
-            m.dv[I.D_RR] = 15
-            m.dv[I.D_CYCLE] = c0
-        _compare(windowed, stepped, c0 + 400, 100_000)
-    assert tried < 20_000
+        own = len(set(at)) == len(nexts) and max(at) < I.REVOLVER_CYCLES
+        if own:  # each issues where it becomes ready
+            issues = _issues(nexts, c0, I.REVOLVER_CYCLES)
+            assert sorted(y - c0 for y, _ in issues) == sorted(at)
+        return own
+
+    for nexts in _both_kinds(np.random.default_rng(11), draw, own_cycles):
+        _compare_from_ready_list(nexts, c0)
 
 
 @given(st.integers(1, (1 << 32) - 1))
