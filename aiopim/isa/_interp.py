@@ -914,9 +914,11 @@ def run(
                                     scratch[m, SCR_OFF] = o
                                     m += 1
                     if simulate:
-                        # simulate the issue rule for one period
-                        for q in range(nf):
-                            scratch[q, SCR_SEEN] = 0
+                        # simulate the issue rule for one period (``picked``: bit p for ready-list
+                        # position p, a mask rather than a column to clear: LLVM vectorises such a
+                        # loop with constants it then keeps in vector registers, saved and
+                        # restored around every call of the step)
+                        picked = 0
                         m = 0
                         # ready-list position of the last issuer (the list starts after it)
                         pos = -1
@@ -940,9 +942,10 @@ def run(
                                     break
                                 y = soonest  # nobody issues before then
                                 continue
-                            if scratch[pick, SCR_SEEN] != 0:
+                            if (picked >> pick) & 1:
                                 steady = False  # twice in one period
                                 break
+                            picked |= 1 << pick
                             scratch[pick, SCR_NEXT] = y + REVOLVER_CYCLES
                             scratch[pick, SCR_SEEN] = y - c0 + 1
                             scratch[m, SCR_ORDER] = scratch[pick, SCR_READY]
