@@ -7,6 +7,7 @@ disk cache has it), so the programs here are few and fixed."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -123,14 +124,24 @@ def program_step(request: pytest.FixtureRequest) -> tuple[np.ndarray, int]:
 
 def test_straight_runs_of_short_loops_are_fused() -> None:
     """The step of FUSED_RUNS runs each straight run of its loops in one branch, from the run's
-    first row to its jump, or to the next jump target; other rows have a branch of their own."""
+    first row to its jump, or to the next jump target, and, when that jump is taken to the
+    first row of another run, that run too; other rows have a branch of their own."""
     source = _specialize.step_source(_code(FUSED_RUNS))
     assert source is not None
-    branches = {int(b.split(":")[0]): b for b in source.split(" pc == ")[1:]}  # row -> its branch
+    # row -> its branch (the dispatch's tests, not the deeper ones before an inlined run)
+    branches: dict[int, str] = {}
+    row = -1
+    for line in source.splitlines():
+        if match := re.match(r" {8}(?:el)?if pc == (\d+):", line):
+            row = int(match.group(1))
+            branches[row] = ""
+        elif row >= 0:
+            branches[row] += line + "\n"
     runs = {pc: [int(x.split()[0]) for x in b.split("lastpc = ")[1:]] for pc, b in branches.items()}
-    fused = {0: [0, 1, 2, 3, 4], 5: [5, 6], 7: [7, 8], 9: [9, 10, 11]}
+    fused = {0: [0, 1, 2, 3, 4], 5: [5, 6, 0, 1, 2, 3, 4], 7: [7, 8, 5, 6], 9: [9, 10, 11, 5, 6]}
     assert runs == {pc: fused.get(pc, [pc]) for pc in range(13)}
     assert branches[0].count("if cs >= fe:") == 4
+    assert branches[5].count("if cs >= fe:") == 1 + 1 + 4
 
 
 @settings(max_examples=300, deadline=None)

@@ -4,8 +4,9 @@
 kinds, jump condition, flags and destination are tested at each instruction. For a given
 program those are constants, so this module writes the fast step of that program as Python
 source (one branch per fast row, with its operands, flags and jump decided when the source is
-written; in short loops, a branch runs a whole straight run of rows), compiles it with numba
-with numba, and gives the loop the address of numba's own compiled function (``dv[D_STEP]``:
+written; in short loops, a branch runs a whole straight run of rows, and the run its jump
+goes to when that jump is taken), compiles it with numba, and gives the loop the address of
+numba's own compiled function (``dv[D_STEP]``:
 numba's calling convention, not the C wrapper around it, which costs as much as a short run
 of the step); the loop calls it through that address instead of running ``thread_slots``.
 It issues exactly what ``thread_slots`` issues (the tests compare them instruction for
@@ -256,9 +257,10 @@ def _falls_through(w0: int) -> bool:
 
 def _fused(
     pc: int, bodies: dict[int, list[str]], words: dict[int, int], leaders: set[int]
-) -> list[str]:
+) -> tuple[list[str], int]:
     """Row ``pc`` and, inline, the rows it falls through to, up to the next jump or leader
-    (at most :data:`MAX_FUSED` rows): one dispatch for the whole run of rows."""
+    (at most :data:`MAX_FUSED` rows): one dispatch for the whole run of rows. Also returns the
+    run's last row."""
     out = list(bodies[pc])
     length = 1
     while (
@@ -270,7 +272,7 @@ def _fused(
         pc += 1
         out += ["n += 1", "cs += per", "if cs >= fe:", "    break", *bodies[pc]]
         length += 1
-    return out
+    return out, pc
 
 
 def _dispatch(rows: list[tuple[int, list[str]]], indent: str) -> list[str]:
@@ -334,10 +336,22 @@ def step_source(code: npt.NDArray[np.int64]) -> str | None:
         if last - first < MAX_FUSED
         for p in range(first, last + 1)
     }
-    rows = [
-        (pc, _fused(pc, bodies, words, leaders) if pc in leaders and pc in in_loops else bodies[pc])
-        for pc in chosen
-    ]
+    runs = {
+        pc: _fused(pc, bodies, words, leaders) for pc in chosen if pc in leaders and pc in in_loops
+    }
+    rows = []
+    for pc in chosen:
+        if pc not in runs:
+            rows.append((pc, bodies[pc]))
+            continue
+        body, last = runs[pc]
+        target = _jump_target(words[last])
+        if target in runs:
+            # the run its jump goes to follows inline when the jump is taken (one level): a
+            # loop of two runs, or of one, costs one dispatch per two runs instead of one per run
+            more = ["n += 1", "cs += per", "if cs >= fe:", "    break", *runs[target][0]]
+            body = [*body, f"if pc == {target}:", *(f"    {line}" for line in more)]
+        rows.append((pc, body))
     return _HEADER + "\n".join(_dispatch(rows, "        ")) + "\n" + _FOOTER
 
 
