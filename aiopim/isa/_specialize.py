@@ -6,9 +6,9 @@ program those are constants, so this module writes the fast step of that program
 source (one branch per fast row, with its operands, flags and jump decided when the source is
 written; in short loops, a branch runs a whole straight run of rows, and the run its jump
 goes to when that jump is taken), compiles it with numba, and gives the loop the address of
-numba's own compiled function (``dv[D_STEP]``:
-numba's calling convention, not the C wrapper around it, which costs as much as a short run
-of the step); the loop calls it through that address instead of running ``thread_slots``.
+numba's own compiled function (``dv[D_STEP]``: numba's calling convention, not the C wrapper
+around it, which costs as much as a short run of the step); the loop calls it through that
+address instead of running ``thread_slots``.
 It issues exactly what ``thread_slots`` issues (the tests compare them instruction for
 instruction), several times faster.
 
@@ -89,6 +89,8 @@ MAX_ROWS: Final = 128
 #: straight runs it runs so (longer loops are rarely hot; inlining copies rows, which numba
 #: then compiles again)
 MAX_FUSED: Final = 16
+#: between two rows run inline: count the slot just issued, stop at the window's end
+_NEXT_SLOT: Final = ("n += 1", "cs += per", "if cs >= fe:", "    break")
 
 _M32: Final = 0xFFFFFFFF
 _ZERO_REGISTER: Final = 24  # the constant register ``zero``
@@ -270,7 +272,7 @@ def _fused(
         and pc + 1 not in leaders
     ):
         pc += 1
-        out += ["n += 1", "cs += per", "if cs >= fe:", "    break", *bodies[pc]]
+        out += [*_NEXT_SLOT, *bodies[pc]]
         length += 1
     return out, pc
 
@@ -349,7 +351,7 @@ def step_source(code: npt.NDArray[np.int64]) -> str | None:
         if target in runs:
             # the run its jump goes to follows inline when the jump is taken (one level): a
             # loop of two runs, or of one, costs one dispatch per two runs instead of one per run
-            more = ["n += 1", "cs += per", "if cs >= fe:", "    break", *runs[target][0]]
+            more = [*_NEXT_SLOT, *runs[target][0]]
             body = [*body, f"if pc == {target}:", *(f"    {line}" for line in more)]
         rows.append((pc, body))
     return _HEADER + "\n".join(_dispatch(rows, "        ")) + "\n" + _FOOTER
