@@ -29,6 +29,7 @@ from aiopim.sdk import (
     DPU_ERR_NO_PROGRAM_LOADED,
     DPU_ERR_UNKNOWN_SYMBOL,
     DPU_ERR_WRAM_FIFO_FULL,
+    DPU_SYNCHRONOUS,
     DPU_XFER_ASYNC,
     DPU_XFER_DEFAULT,
     DPU_XFER_PARALLEL,
@@ -401,6 +402,44 @@ def test_flush_copies_the_ring_and_moves_only_the_read_pointer(backend: str) -> 
     flat = [v for batch in seen for v in batch]
     assert flat == [11, 22, 33, 44, 55, 66]
     assert len(seen) >= 3 and seen[-1] == []  # several partial drains, nothing left at the end
+
+
+def test_fifo_elements_read_from_any_buffer_layout(backend: str) -> None:
+    # a flat byte ring is sliced as it is; other buffers go through the transfer checks
+    prog = aiopim.Program("producer", nr_tasklets=1)
+    fout = prog.output_fifo("out", 2, 8)
+
+    @prog.main
+    async def main_dpu(t: aiopim.Tasklet) -> None:
+        for v in (7, 8, 9):
+            t.output_fifo_push(fout, np.array([v], np.uint64))
+        await t.flush()
+
+    async def main() -> tuple[list[list[int]], np.ndarray, int]:
+        dpus = await dpu_alloc(1, "")
+        await dpu_load(dpus, prog)
+        await dpu_launch(dpus, DPU_SYNCHRONOUS)
+        link = dpu_link_output_fifo(dpus, "out")
+        ring = np.zeros(link.ring_bytes, np.uint8)
+        dpu_fifo_prepare_xfer(dpus, link, ring)
+        await dpu_fifo_push_xfer(dpus, link, 0)
+        one = dpus.dpus[0]
+        wide = np.zeros(2 * link.ring_bytes, np.uint8)
+        wide[::2] = ring  # a strided view of the same bytes
+        layouts = [ring, ring.view(np.uint64), bytearray(ring.tobytes()), wide[::2]]
+        seen = [
+            [int(get_fifo_elem(link, one, buf, i).view(np.uint64)[0]) for i in range(3)]
+            for buf in layouts
+        ]
+        first = get_fifo_elem(link, one, ring, 0)
+        with pytest.raises(DpuError) as short:
+            get_fifo_elem(link, one, ring[:-1], 0)
+        return seen, first, short.value.code
+
+    seen, first, code = aiopim.run(main, backend=backend, machine=machine(1, 1))
+    assert seen == [[7, 8, 9]] * 4
+    assert first.base is not None and not first.flags.owndata  # a view of the ring, no copy
+    assert code == DPU_ERR_INVALID_MEMORY_TRANSFER
 
 
 def test_output_stream_yields_every_element(backend: str) -> None:
