@@ -4,7 +4,6 @@ depend on any of it (pure Python, compiled, one or several threads, one DPU at a
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -144,18 +143,3 @@ def test_batched_runs_agree_on_every_path(
     monkeypatch.setattr(_runner.IsaRunner, "max_run_cycles", 1 << 40)
     assert _run(backend) == reference
     assert _run("asyncio" if backend == "trio" else "trio") == reference
-
-
-def test_worker_spin_is_short_unless_the_user_chose(monkeypatch: pytest.MonkeyPatch) -> None:
-    # libgomp's own default keeps an idle worker spinning for milliseconds between batch calls
-    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    _runner._short_worker_spin()
-    assert os.environ["GOMP_SPINCOUNT"] == str(_runner._WORKER_SPINS)
-    monkeypatch.setenv("GOMP_SPINCOUNT", "7")
-    _runner._short_worker_spin()
-    assert os.environ["GOMP_SPINCOUNT"] == "7"
-    monkeypatch.delenv("GOMP_SPINCOUNT")
-    monkeypatch.setenv("OMP_WAIT_POLICY", "active")
-    _runner._short_worker_spin()
-    assert "GOMP_SPINCOUNT" not in os.environ

@@ -955,7 +955,6 @@ class IsaScheduler:
             return int(self._run_dpus(*args, sel, until_ps, reasons))
         parts = min(workers, n // _MIN_DPUS_PER_THREAD)
         if self._run_parallel is None:
-            _short_worker_spin()
             self._run_parallel = I.get_run_dpus_parallel()
         with _PARALLEL_LOCK:
             return int(self._run_parallel(*args, sel, until_ps, reasons, parts))
@@ -1095,22 +1094,6 @@ def _workers() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not on Linux
         return os.cpu_count() or 1
-
-
-#: how long an idle OpenMP worker busy-waits before it sleeps, in libgomp's spins (tens of µs)
-_WORKER_SPINS = 5000
-
-
-def _short_worker_spin() -> None:
-    """Let numba's OpenMP workers sleep soon after a batch call returns, unless the user chose
-    how they wait (``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY``).
-
-    By default libgomp keeps an idle worker spinning for milliseconds, longer than the host's
-    Python between two batch calls usually takes, so the worker would burn a core through all of it.
-    libgomp reads the setting once, when it is loaded: this must run before numba starts its
-    threading layer, and changes nothing after."""
-    if "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ:
-        os.environ["GOMP_SPINCOUNT"] = str(_WORKER_SPINS)
 
 
 def _scheduler(kernel: Kernel) -> IsaScheduler:
