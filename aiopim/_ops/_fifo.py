@@ -410,7 +410,27 @@ def _record_held(rec: Recorder, rank: Rank, link: FifoLink, rf: RankFifo, dpus: 
     """Record the pointer pairs the host holds for ``dpus`` after its writes."""
     idx = [d.index for d in dpus]
     held = rf.ptrs
-    _record_ptrs(rec, rank, link, idx, [held[i] for i in idx], read=False)
+    rows = _rows_of(idx)
+    pairs = held[rows] if isinstance(rows, slice) else [held[i] for i in idx]
+    _record_ptrs(rec, rank, link, idx, pairs, read=False)
+
+
+def _rows_of(idx: list[int]) -> list[int] | slice:
+    """The rows of the DPUs of indices ``idx`` (increasing, as a rank lists its DPUs): a slice
+    when they are consecutive, so that NumPy and list updates need no gather, else ``idx``."""
+    if idx and idx[-1] - idx[0] == len(idx) - 1:
+        return slice(idx[0], idx[-1] + 1)
+    return idx
+
+
+def _hold(held: list[tuple[int, int]], idx: list[int], pairs: list[tuple[int, int]]) -> None:
+    """Keep ``pairs`` as the host's copies of the pointers of DPUs ``idx`` (in that order)."""
+    rows = _rows_of(idx)
+    if isinstance(rows, slice):
+        held[rows] = pairs
+    else:
+        for i, pair in zip(idx, pairs, strict=True):
+            held[i] = pair
 
 
 #: one pass's read of the pointers: the DPUs' indices, their (read_ptr, write_ptr) pairs in that
@@ -425,12 +445,11 @@ async def _read_ptrs(
     await Delay(timing.parallel_wram_access_ps(16 * len(dpus)))
     at = link.struct.offset + READ_PTR
     idx = [d.index for d in dpus]
-    # the rank's WRAM rows at once (``Dpu.wram`` is row ``index``)
-    words = rank.wram_memory.rows[idx, at : at + 16].view("<u8")
+    # the rank's WRAM rows at once (``Dpu.wram`` is row ``index``), copied: the pass uses them
+    # after the DPUs have run on
+    words = rank.wram_memory.rows[_rows_of(idx), at : at + 16].copy().view("<u8")
     pairs: list[tuple[int, int]] = list(map(tuple, words.tolist()))
-    held = rf.ptrs
-    for i, pair in zip(idx, pairs, strict=True):
-        held[i] = pair
+    _hold(rf.ptrs, idx, pairs)
     if rec is not None:
         _record_ptrs(rec, rank, link, idx, pairs, read=True)
     return idx, pairs, words
@@ -603,11 +622,12 @@ async def _fast_push(
     slot = link.data.offset + (wr0 & (link.capacity - 1)) * size
     await Delay(timing.parallel_wram_access_ps(size * len(buffers)))
     rows = rank.wram_memory.rows
+    dpu_rows = _rows_of(idx)
     given = [buffers.get(i) for i in idx]
     first = given[0]
     missing: list[str] = []
     if first is not None and all(buf is first for buf in given):
-        rows[idx, slot : slot + size] = first[:size]  # one buffer prepared for every DPU
+        rows[dpu_rows, slot : slot + size] = first[:size]  # one buffer prepared for every DPU
     else:
         for d, buf in zip(dpus, given, strict=True):
             if buf is not None:
@@ -641,12 +661,10 @@ async def _fast_push(
         )
     # QUIRK fixed: each DPU's own wr + 1, not the first DPU's (same cost)
     advanced = (words[:, 1] + np.uint64(1)).astype("<u8")
-    rows[idx, s + WRITE_PTR : s + WRITE_PTR + 8] = advanced.view(np.uint8).reshape(-1, 8)
+    rows[dpu_rows, s + WRITE_PTR : s + WRITE_PTR + 8] = advanced.view(np.uint8).reshape(-1, 8)
     for d in notify:
         d.wram_written(s + WRITE_PTR, 8)
-    held = rf.ptrs
-    for i, (rd, _), wr in zip(idx, pairs, advanced.tolist(), strict=True):
-        held[i] = (rd, wr)
+    _hold(rf.ptrs, idx, [(rd, wr) for (rd, _), wr in zip(pairs, advanced.tolist(), strict=True)])
 
 
 async def _flush_output(
