@@ -148,14 +148,15 @@ def test_fifo_declaration_rejects_bad_geometry(ptr_size: int, data_size: int) ->
 # --- the key-sum example --------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("ranks", "dpus", "per_rank"),
-    [(0, 1, 64), (1, 0, 4), (3, 0, 2)],
-    ids=["1dpu", "1rank", "3ranks"],
+    [(0, 1, 64), (1, 0, 4), (3, 0, 2), (0, 15, 16)],
+    # 15 DPUs of a rank of 16: DPU 7 is disabled, the others are not consecutive
+    ids=["1dpu", "1rank", "3ranks", "rank_with_a_hole"],
 )
 def test_keysum_all_tasklets(backend: str, ranks: int, dpus: int, per_rank: int) -> None:
     r = aiopim.run(
         keysum.host, ranks, dpus, 16, "all", 7, backend=backend, machine=machine(4, per_rank)
     )
-    n = 1 if dpus else ranks * per_rank
+    n = dpus or ranks * per_rank
     assert r["dpus"] == n and r["checked"] == 64 * n
     assert r["wrong"] == [] and r["complete"] and r["in_order"]
 
