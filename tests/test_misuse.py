@@ -232,6 +232,16 @@ def test_wrong_types_and_values_are_refused_at_the_call(backend: str) -> None:
         await expect(
             E.DPU_ERR_INVALID_MEMORY_TRANSFER, lambda: dpu_push_xfer(dpus, 0, "x", 0, 4, -1)
         )
+        # host buffers: too short to send from, read-only to receive into
+        await expect(
+            E.DPU_ERR_INVALID_MEMORY_TRANSFER, lambda: dpu_copy_to(dpus, "x", 0, buf[:3], 4)
+        )
+        frozen = np.zeros(16, np.uint8)
+        frozen.flags.writeable = False
+        first = next(d for d, _ in dpu_foreach(dpus))
+        await expect(
+            E.DPU_ERR_INVALID_MEMORY_TRANSFER, lambda: dpu_copy_from(first, "x", 0, frozen, 4)
+        )
         await expect(
             E.DPU_ERR_INVALID_SYMBOL_ACCESS, lambda: dpu_copy_to(dpus, "x", 0, buf, np.int32(-4))
         )

@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     from ._set import Allocation, DpuSetBase
 
 E = DpuErrorCode
-_U8 = np.dtype(np.uint8)
 DPU_INPUT_FIFO = 0
 DPU_OUTPUT_FIFO = 1
 
@@ -255,16 +254,7 @@ def fifo_elem(link: FifoLink, dpu: Dpu, buf: Any, i: int) -> Bytes:
         raise IndexError(
             f"FIFO {link.name!r} of DPU {dpu.name} holds {size} element(s), not {i + 1}"
         )
-    if (
-        type(buf) is np.ndarray
-        and buf.dtype is _U8
-        and buf.ndim == 1
-        and buf.strides[0] == 1
-        and buf.shape[0] >= link.ring_bytes
-    ):
-        view = buf  # a flat byte array (the usual ring): what host_view would return
-    else:
-        view = host_view(buf, link.ring_bytes, writable=False, who="the FIFO buffer")
+    view = host_view(buf, link.ring_bytes, writable=False, who="the FIFO buffer")
     n = link.data_size
     at = ((rd + i) & (link.capacity - 1)) * n
     return view[at : at + n]
