@@ -255,9 +255,8 @@ def fifo_elem(link: FifoLink, dpu: Dpu, buf: Any, i: int) -> Bytes:
             f"FIFO {link.name!r} of DPU {dpu.name} holds {size} element(s), not {i + 1}"
         )
     view = host_view(buf, link.ring_bytes, writable=False, who="the FIFO buffer")
-    n = link.data_size
-    at = ((rd + i) & (link.capacity - 1)) * n
-    return view[at : at + n]
+    slot = (rd + i) & (link.capacity - 1)
+    return view[slot * link.data_size : (slot + 1) * link.data_size]
 
 
 # ================================================================================================
@@ -400,9 +399,7 @@ def _record_held(rec: Recorder, rank: Rank, link: FifoLink, rf: RankFifo, dpus: 
     """Record the pointer pairs the host holds for ``dpus`` after its writes."""
     idx = [d.index for d in dpus]
     held = rf.ptrs
-    rows = _rows_of(idx)
-    pairs = held[rows] if isinstance(rows, slice) else [held[i] for i in idx]
-    _record_ptrs(rec, rank, link, idx, pairs, read=False)
+    _record_ptrs(rec, rank, link, idx, [held[i] for i in idx], read=False)
 
 
 def _rows_of(idx: list[int]) -> list[int] | slice:
