@@ -956,6 +956,8 @@ def run(
                             y += 1
                         steady = steady and m == nf
                     if steady and not in_turn and nf > REVOLVER_CYCLES:
+                        # (here the period was simulated and picked every position once, so the
+                        # SCR_SEEN column, never cleared, holds this period's offsets for all)
                         # the second period repeats the first unless a thread ready at some turn
                         # sits, in round-robin order, between the previous issuer and that turn's
                         for j in range(nf):
