@@ -303,6 +303,8 @@ BIG: Final = 1 << 62
 # ---- windows ----------------------------------------------------------------------------------
 #: most slots of each thread in one window
 WINDOW_ROUNDS: Final = 256
+#: fewest threads spinning on held locks for their slots to be counted only when needed
+DEFER_SPINNERS: Final = 3
 #: columns of the work array: by thread, its registers (0-23; the others are constants) and
 #: state (SCR_TH...) saved when it starts in a window, and whether that start was a spin
 #: (SCR_SPIN: registers not saved, a spin changes none); by row, the window's threads in issue
@@ -311,6 +313,10 @@ WINDOW_ROUNDS: Final = 256
 SCR_SPIN: Final = 24
 #: by thread: what its first slot in the window does (``WK_*``, set when the window opens)
 SCR_KIND: Final = 25
+#: by thread, while spinners are deferred: the cycle of one of its slots in the issue pattern
+SCR_PHASE: Final = 26
+#: and the atomic bit it spins on
+SCR_BIT: Final = 27
 SCR_TH: Final = 32
 SCR_ORDER: Final = SCR_TH + NTH
 SCR_OFF: Final = SCR_ORDER + 1
@@ -659,6 +665,71 @@ def copy_row(
         dst[di, dcol + j] = src[si, scol + j]
 
 
+def settle_spinners(
+    code: npt.NDArray[np.int64],
+    th: npt.NDArray[np.int64],
+    scratch: npt.NDArray[np.int64],
+    mask: int,
+    start: int,
+    end: int,
+    per: int,
+    last: int,
+    rr: int,
+    lastpc: int,
+) -> tuple[int, int, int, int]:
+    """Issue the deferred spinners' slots (threads ``mask``, each once every ``per`` cycles from
+    its ``SCR_PHASE``) in ``[start, end)``: each spin changes only the thread's flags and next
+    issue. Returns the slots, and the latest issue (cycle, thread, PC) given the one so far."""
+    n = 0
+    m = mask
+    while m != 0:
+        u = low_bit(m)
+        m &= m - 1
+        f = start + (scratch[u, SCR_PHASE] - start) % per
+        if f < end:
+            k = (end - 1 - f) // per + 1
+            lu = f + (k - 1) * per
+            n += k
+            th[u, T_NEXT] = lu + REVOLVER_CYCLES
+            pc = th[u, T_PC]
+            w0 = code[pc, C_FW0]
+            if (w0 >> FW_FLAGS) & 1:
+                th[u, T_ZF] = 0
+            if (w0 >> FW_FLAGS) & 2:
+                th[u, T_CF] = 0
+            if lu > last:
+                last = lu
+                rr = u
+                lastpc = pc
+    return n, last, rr, lastpc
+
+
+def spin_safe(code: npt.NDArray[np.int64], th: npt.NDArray[np.int64], t: int) -> bool:
+    """Whether thread ``t``'s next instruction leaves every thread spinning on a held lock
+    spinning (it changes no atomic bit to 0, no thread's run state, reads no counter)."""
+    pc = th[t, T_PC]
+    if pc < 0 or pc >= code.shape[0]:
+        return False
+    op = code[pc, C_OP]
+    if not ((op >= OP_STORE and op <= OP_TIME_CFG) or op == OP_ILLEGAL):
+        return True
+    return op == OP_STORE or op == OP_ACQUIRE or op == OP_RELEASE or op == OP_STOP
+
+
+def spin_bit(code: npt.NDArray[np.int64], regs: npt.NDArray[np.int64], t: int, pc: int) -> int:
+    """The atomic bit of thread ``t``'s fast ``acquire`` row ``pc``."""
+    w0 = code[pc, C_FW0]
+    w1 = code[pc, C_FW1]
+    av = w1 & M32
+    if (w0 >> FW_AREG) & 1:
+        av = regs[t, av]
+    bv = (w1 >> 32) & M32
+    if (w0 >> FW_BREG) & 1:
+        bv = regs[t, bv]
+    wv = ((av & M32) + (bv & M32)) & 0xFFFF
+    return ((wv >> 8) ^ wv) & 0xFF
+
+
 def _no_compiled_step(*args: Any) -> int:
     raise RuntimeError("a program's compiled fast step runs only in the compiled loop")
 
@@ -698,6 +769,14 @@ def run(
     fw = False  # inside a window
     fend = False  # the slot ``cs`` of thread ``t`` cannot be issued in the window
     cool = 0  # exact issues left before the next attempt to open a window
+    # threads spinning on held locks, their slots counted only when something may stop them
+    # (``settle_spinners``): while ``defer``, the issue pattern holds, the window rows are the
+    # other threads', and a slot that ends a window issues right after it (``defer_cut``)
+    defer = False
+    deferred = 0
+    ndefer = 0
+    defer_from = 0
+    defer_cut = -1
     hold = -1  # and no attempt before this cycle has passed
     rounds = dv[D_ROUNDS]  # slots per thread of the next window (halved by a re-run)
     if rounds <= 0:
@@ -837,6 +916,8 @@ def run(
                     # cut by a slot that cannot issue in a window: issue that one, then try
                     # again (with the thread that cut it first)
                     cool = 1
+                    if defer and fcut:
+                        defer_cut = dv[D_CUTTER]
                 continue
             if window_kind(code, regs, th, atomic, t) == WK_ENDS:
                 fend = True
@@ -847,14 +928,51 @@ def run(
             s_rr = rr
             s_lastpc = lastpc
             s_next = th[t, T_NEXT]
+        elif (
+            defer
+            and defer_cut >= 0
+            and c < dma_min
+            and c < cycle_limit
+            and spin_safe(code, th, defer_cut)
+        ):
+            # the slot that ended the window, issued now (the pattern says whose it is)
+            t = defer_cut
+            defer_cut = -1
+            cool = 0
+            hold = c
         else:
+            if defer and (defer_cut >= 0 or dma_min <= c or c >= cycle_limit):
+                # the pattern may change: count the spinners' slots, then go on as usual
+                done, last, rr, lastpc = settle_spinners(
+                    code, th, scratch, deferred, defer_from, c, per, last, rr, lastpc
+                )
+                instr += done
+                issued += done
+                defer = False
+                defer_cut = -1
+                again = False
             if dma_min <= c:
                 again = False  # a thread becomes ready: another issue pattern
                 reason = R_DMA_DUE
                 break
             if cool <= 0 and c > hold and c < cycle_limit and nthreads > 0:
                 fcut = False
-                if again:
+                if defer:
+                    # the other threads' rows, their offsets from their phases
+                    again = False
+                    steady = True
+                    c0 = c
+                    for q in range(nf):
+                        scratch[q, SCR_OFF] = (scratch[scratch[q, SCR_ORDER], SCR_PHASE] - c0) % per
+                    for q in range(1, nf):
+                        j = q
+                        while j > 0 and scratch[j - 1, SCR_OFF] > scratch[j, SCR_OFF]:
+                            for col in (SCR_ORDER, SCR_OFF):
+                                v = scratch[j - 1, col]
+                                scratch[j - 1, col] = scratch[j, col]
+                                scratch[j, col] = v
+                            j -= 1
+                elif again:
                     again = False
                     steady = True
                     c0 = c
@@ -977,16 +1095,40 @@ def run(
                 fe = c0 + rounds * per
                 if steady:
                     # the first thread (in issue order) whose first slot cannot issue ends the
-                    # window there
+                    # window there; with enough threads, all are looked at for spinners
+                    count_spins = not defer and nf > DEFER_SPINNERS and max_issue - issued > BIG >> 2
+                    spins = 0
                     for q in range(nf):
                         u = scratch[q, SCR_ORDER]
                         kind = window_kind(code, regs, th, atomic, u)
                         scratch[u, SCR_KIND] = kind
-                        if kind == WK_ENDS:
+                        if kind == WK_SPINS:
+                            spins += 1
+                        elif kind == WK_ENDS and not fcut:
                             fe = c0 + scratch[q, SCR_OFF]
                             fcut = True
                             dv[D_CUTTER] = u
-                            break
+                            if not count_spins:
+                                break
+                    if count_spins and spins >= DEFER_SPINNERS and spins < nf:
+                        # defer the spinners: the rows keep the other threads
+                        defer = True
+                        defer_from = c0
+                        deferred = 0
+                        ndefer = 0
+                        m = 0
+                        for q in range(nf):
+                            u = scratch[q, SCR_ORDER]
+                            scratch[u, SCR_PHASE] = c0 + scratch[q, SCR_OFF]
+                            if scratch[u, SCR_KIND] == WK_SPINS:
+                                deferred |= 1 << u
+                                ndefer += 1
+                                scratch[u, SCR_BIT] = spin_bit(code, regs, u, th[u, T_PC])
+                            else:
+                                scratch[m, SCR_ORDER] = u
+                                scratch[m, SCR_OFF] = scratch[q, SCR_OFF]
+                                m += 1
+                        nf = m
                 if fe > cycle_limit:
                     fe = cycle_limit
                 if fe > dma_min:
@@ -1017,7 +1159,7 @@ def run(
                     k = -1  # the first thread starts below, as every next one does
                     fw = True
                     continue
-                if fcut and c0 + scratch[0, SCR_OFF] + per >= fe:
+                if (fcut or defer) and c0 + scratch[0, SCR_OFF] + per >= fe:
                     # too short for a window: the slots before its end are each thread's first
                     # of the pattern, and each of those instructions may issue in a window, so
                     # they issue now in issue order (their cycles and order issued one by one);
@@ -1038,12 +1180,15 @@ def run(
                                 )
                             if done == 0:
                                 c = cs  # the general step issues this one
+                                dv[D_CUTTER] = u
                                 break
                             rr = u
                             issued += 1
                             last = cs
                             lastpc = donepc
                             instr += 1
+                    if defer and fcut:
+                        defer_cut = dv[D_CUTTER]
                     continue
                 else:
                     cool = nthreads
@@ -1380,6 +1525,30 @@ def run(
             x = int(atomic[bit])
             atomic[bit] = 1 if op == OP_ACQUIRE else 0
             zx = x
+            if defer and op == OP_RELEASE:
+                # the first deferred spinner on this bit to issue next takes the lock then:
+                # it becomes one of the window's threads from that slot on
+                best = -1
+                at = BIG
+                m = deferred
+                while m != 0:
+                    u = low_bit(m)
+                    m &= m - 1
+                    if scratch[u, SCR_BIT] == bit:
+                        f = c + 1 + (scratch[u, SCR_PHASE] - c - 1) % per
+                        if f < at:
+                            at = f
+                            best = u
+                if best >= 0:
+                    done, last, rr, lastpc = settle_spinners(
+                        code, th, scratch, 1 << best, defer_from, at, per, last, rr, lastpc
+                    )
+                    instr += done
+                    issued += done
+                    deferred &= ~(1 << best)
+                    ndefer -= 1
+                    scratch[nf, SCR_ORDER] = best
+                    nf += 1
         elif op >= OP_BOOT and op <= OP_READ_RUN:
             v = (av + bv) & 0xFFFF
             u = ((v >> 8) ^ v) & 0xFF
@@ -1614,11 +1783,47 @@ def run(
             th[t, T_PC] = code[pc, C_PC] if taken else npc
             th[t, T_RUN] = RUN_STOPPED
             ready &= ~(1 << t)
+            if defer:
+                # one thread fewer in the pattern (see "Deferred spinners" above)
+                for q in range(nf):
+                    if scratch[q, SCR_ORDER] == t:
+                        nf -= 1
+                        scratch[q, SCR_ORDER] = scratch[nf, SCR_ORDER]
+                        break
+                if nf == 0 or ndefer + nf >= REVOLVER_CYCLES:
+                    done, last, rr, lastpc = settle_spinners(
+                        code, th, scratch, deferred, defer_from, c + 1, per, last, rr, lastpc
+                    )
+                    instr += done
+                    issued += done
+                    defer_from = c + 1
+                    if nf == 0:
+                        defer = False
+                        again = False
+                    else:
+                        # a full period: the others go on in turn, one per cycle
+                        for q in range(nf):
+                            u = scratch[q, SCR_ORDER]
+                            scratch[u, SCR_PHASE] = c + 1 + (scratch[u, SCR_PHASE] - c - 1) % per
+                        m = deferred
+                        while m != 0:
+                            u = low_bit(m)
+                            m &= m - 1
+                            scratch[u, SCR_PHASE] = c + 1 + (scratch[u, SCR_PHASE] - c - 1) % per
+                        per = ndefer + nf
+                        if per < REVOLVER_CYCLES:
+                            per = REVOLVER_CYCLES
         elif mode == MODE_JUMP and taken:
             th[t, T_PC] = code[pc, C_PC]
         else:
             th[t, T_PC] = npc
         c += 1
+    if defer:
+        done, last, rr, lastpc = settle_spinners(
+            code, th, scratch, deferred, defer_from, c, per, last, rr, lastpc
+        )
+        instr += done
+        again = False
     # every stop of the loop: store its counters back
     dv[D_CYCLE] = c
     dv[D_RR] = rr
@@ -1728,6 +1933,9 @@ def jit_dispatcher() -> Callable[..., int]:
             return impl
 
         register_jitable(inline="always")(keep_wram)
+        register_jitable(inline="always")(settle_spinners)
+        register_jitable(inline="always")(spin_safe)
+        register_jitable(inline="always")(spin_bit)
         register_jitable(inline="always")(window_kind)
         register_jitable(inline="always")(acquire_bit_set)
         register_jitable(inline="always")(low_bit)
