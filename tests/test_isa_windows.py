@@ -282,8 +282,9 @@ wait:   acquire zero, 0, nz, wait
 
 @pytest.mark.parametrize("chunk", [None, 50, 333])
 def test_threads_spinning_on_a_held_lock_are_counted_not_run(chunk: int | None) -> None:
-    """Threads whose window part starts on a spin (``_interp.spins``) issue the same slots, with
-    the same flags and next issues, as when run cycle by cycle, and their registers stay."""
+    """Threads spinning on a held lock, deferred while it stays held (their slots counted only
+    when the loop stops or the pattern changes), issue the same slots, with the same flags and
+    next issues, as when run cycle by cycle, and their registers stay."""
     asm = _program(HELD_LOCK)
     windowed, stepped = (Machine(asm, threads=16, jit=True) for _ in range(2))
     for m in (windowed, stepped):
@@ -292,11 +293,98 @@ def test_threads_spinning_on_a_held_lock_are_counted_not_run(chunk: int | None) 
         m.regs[:, 3] = 7
     # part way: thread 0 still holds the lock, the others have spun for many windows
     _compare(windowed, stepped, 4000, 100_000, chunk)
-    assert windowed.scratch[1:16, I.SCR_SPIN].all()  # they were counted
+    # deferred up to where the loop stopped, then counted
+    assert (windowed.scratch[1:16, I.SCR_FROM] == windowed.dv[I.D_CYCLE]).all()
     assert (windowed.th[1:16, I.T_PC] == windowed.th[1, I.T_PC]).all()
     assert (windowed.regs[1:16, 3] == 7).all()
     assert _compare(windowed, stepped, 1 << 40, 100_000, chunk) == I.R_END
     assert int(windowed.wram[64:68].view(np.uint32)[0]) == sum(range(1, 16))
+
+
+#: ``{n}`` threads meet at a barrier ``{rounds}`` times, after loops of different lengths: the
+#: barrier of ``examples/isa/keysum.S`` (a lock, a count, a queue of waiters that ``stop`` until
+#: the last one ``resume``\ s them), so that threads spin on the lock while others hold it, hand
+#: it over, stop and are resumed
+BARRIER = """
+        jeq id, {last}, start
+        boot id, 1
+start:  move r5, 0
+round:  move r1, id
+        lsl r1, r1, {shift}
+        add r1, r1, {extra}
+work:   add r1, r1, -1, nz, work
+        call r23, barrier
+        add r5, r5, 1
+        jltu r5, {rounds}, round
+        stop
+barrier:
+        acquire zero, 0, nz, barrier
+        lw r8, zero, 0
+        add r8, r8, 1
+        jeq r8, {n}, last
+        sw zero, 0, r8
+        move r9, id
+        sb r8, 7, r9
+        release zero, 0, nz, .+1
+        stop true, resumed
+resumed:
+        jump r23
+last:   sw zero, 0, 0
+        move r9, 0
+wake:   jeq r9, {last}, done
+        lbu r10, r9, 8
+again:  resume r10, 0, nz, again
+        add r9, r9, 1
+        jump wake
+done:   release zero, 0, nz, .+1
+        jump r23
+"""
+
+
+@pytest.mark.parametrize("chunk", [None, 37, 500])
+@pytest.mark.parametrize("threads", [4, 10, 11, 12, 13, 16])
+def test_barriers_issue_what_cycle_by_cycle_issue_does(threads: int, chunk: int | None) -> None:
+    """Barriers on 4-16 threads (fewer or more ready threads than a revolver period, the
+    pattern growing and shrinking across it as threads stop and are resumed): the loop with
+    its windows and deferred spinners leaves, at several points and at the end, the state that
+    issuing cycle by cycle does."""
+    rounds = 4
+    asm = _program(BARRIER.format(n=threads, last=threads - 1, rounds=rounds, shift=1, extra=3))
+    windowed, stepped = (Machine(asm, threads=16, jit=True) for _ in range(2))
+    for m in (windowed, stepped):
+        m.th[:, I.T_RUN] = I.RUN_STOPPED
+        m.th[0, I.T_RUN] = I.RUN_READY
+    stops = [_compare(windowed, stepped, bound, 100_000, chunk) for bound in (260, 700, 1500, 2600)]
+    assert stops[:2] == [I.R_LIMIT, I.R_LIMIT] and set(stops) <= {I.R_LIMIT, I.R_END}
+    assert _compare(windowed, stepped, 1 << 40, 100_000, chunk) == I.R_END
+    assert int(windowed.wram[0:4].view(np.uint32)[0]) == 0
+    assert (windowed.regs[:threads, 5] == rounds).all()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    threads=st.integers(3, 16),
+    shift=st.integers(0, 3),
+    extra=st.integers(1, 40),
+    bounds=st.lists(st.integers(20, 3000), min_size=1, max_size=4),
+    chunk=st.sampled_from([None, 9, 61]),
+)
+def test_barriers_of_any_shape_issue_what_cycle_by_cycle_issue_does(
+    threads: int, shift: int, extra: int, bounds: list[int], chunk: int | None
+) -> None:
+    """The barrier program with other thread counts and loop lengths (threads arriving together
+    or far apart, resumed threads landing on cycles others issue at or not), compared at other
+    points."""
+    asm = _program(BARRIER.format(n=threads, last=threads - 1, rounds=3, shift=shift, extra=extra))
+    windowed, stepped = (Machine(asm, threads=16, jit=True) for _ in range(2))
+    for m in (windowed, stepped):
+        m.th[:, I.T_RUN] = I.RUN_STOPPED
+        m.th[0, I.T_RUN] = I.RUN_READY
+    for bound in sorted(bounds):
+        if _compare(windowed, stepped, bound, 100_000, chunk) != I.R_LIMIT:
+            break
+    assert _compare(windowed, stepped, 1 << 40, 100_000, chunk) == I.R_END
+    assert (windowed.regs[:threads, 5] == 3).all()
 
 
 def _issues(nexts: list[int], c0: int, cycles: int) -> list[tuple[int, int]]:

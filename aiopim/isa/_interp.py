@@ -315,8 +315,9 @@ SCR_SPIN: Final = 24
 SCR_KIND: Final = 25
 #: by thread, while spinners are deferred: the cycle of one of its slots in the issue pattern
 SCR_PHASE: Final = 26
-#: and the atomic bit it spins on
+#: and the atomic bit it spins on, and the first cycle whose slots are not counted yet
 SCR_BIT: Final = 27
+SCR_FROM: Final = 28
 SCR_TH: Final = 32
 SCR_ORDER: Final = SCR_TH + NTH
 SCR_OFF: Final = SCR_ORDER + 1
@@ -670,7 +671,6 @@ def settle_spinners(
     th: npt.NDArray[np.int64],
     scratch: npt.NDArray[np.int64],
     mask: int,
-    start: int,
     end: int,
     per: int,
     last: int,
@@ -678,13 +678,16 @@ def settle_spinners(
     lastpc: int,
 ) -> tuple[int, int, int, int]:
     """Issue the deferred spinners' slots (threads ``mask``, each once every ``per`` cycles from
-    its ``SCR_PHASE``) in ``[start, end)``: each spin changes only the thread's flags and next
-    issue. Returns the slots, and the latest issue (cycle, thread, PC) given the one so far."""
+    its ``SCR_PHASE``) from its ``SCR_FROM`` to ``end``: each spin changes only the thread's flags
+    and next issue. Returns the slots, and the latest issue (cycle, thread, PC) given the one so
+    far."""
     n = 0
     m = mask
     while m != 0:
         u = low_bit(m)
         m &= m - 1
+        start = scratch[u, SCR_FROM]
+        scratch[u, SCR_FROM] = end
         f = start + (scratch[u, SCR_PHASE] - start) % per
         if f < end:
             k = (end - 1 - f) // per + 1
@@ -713,7 +716,14 @@ def spin_safe(code: npt.NDArray[np.int64], th: npt.NDArray[np.int64], t: int) ->
     op = code[pc, C_OP]
     if not ((op >= OP_STORE and op <= OP_TIME_CFG) or op == OP_ILLEGAL):
         return True
-    return op == OP_STORE or op == OP_ACQUIRE or op == OP_RELEASE or op == OP_STOP
+    return (
+        op == OP_STORE
+        or op == OP_ACQUIRE
+        or op == OP_RELEASE
+        or op == OP_STOP
+        or op == OP_RESUME
+        or op == OP_BOOT
+    )
 
 
 def spin_bit(code: npt.NDArray[np.int64], regs: npt.NDArray[np.int64], t: int, pc: int) -> int:
@@ -775,7 +785,7 @@ def run(
     defer = False
     deferred = 0
     ndefer = 0
-    defer_from = 0
+    defer_since = 0  # no deferred slot before this cycle is uncounted
     defer_cut = -1
     hold = -1  # and no attempt before this cycle has passed
     rounds = dv[D_ROUNDS]  # slots per thread of the next window (halved by a re-run)
@@ -944,7 +954,7 @@ def run(
             if defer and (defer_cut >= 0 or dma_min <= c or c >= cycle_limit):
                 # the pattern may change: count the spinners' slots, then go on as usual
                 done, last, rr, lastpc = settle_spinners(
-                    code, th, scratch, deferred, defer_from, c, per, last, rr, lastpc
+                    code, th, scratch, deferred, c, per, last, rr, lastpc
                 )
                 instr += done
                 issued += done
@@ -957,6 +967,18 @@ def run(
                 break
             if cool <= 0 and c > hold and c < cycle_limit and nthreads > 0:
                 fcut = False
+                if defer and (
+                    issued + ndefer * ((c - defer_since) // per + rounds + 2) + nf * rounds
+                    > max_issue
+                ):
+                    # the instruction bound may fall in the next window: no more deferring
+                    done, last, rr, lastpc = settle_spinners(
+                        code, th, scratch, deferred, c, per, last, rr, lastpc
+                    )
+                    instr += done
+                    issued += done
+                    defer = False
+                    again = False  # the rows are not all the threads'
                 if defer:
                     # the other threads' rows, their offsets from their phases
                     again = False
@@ -1096,7 +1118,7 @@ def run(
                 if steady:
                     # the first thread (in issue order) whose first slot cannot issue ends the
                     # window there; with enough threads, all are looked at for spinners
-                    count_spins = not defer and nf > DEFER_SPINNERS and max_issue - issued > BIG >> 2
+                    count_spins = defer or nf > DEFER_SPINNERS
                     spins = 0
                     for q in range(nf):
                         u = scratch[q, SCR_ORDER]
@@ -1110,19 +1132,34 @@ def run(
                             dv[D_CUTTER] = u
                             if not count_spins:
                                 break
-                    if count_spins and spins >= DEFER_SPINNERS and spins < nf:
+                    if (
+                        count_spins
+                        and spins > 0
+                        and spins < nf
+                        and (
+                            defer
+                            or (
+                                spins >= DEFER_SPINNERS
+                                and issued + nf * (rounds + 2) <= max_issue
+                            )
+                        )
+                    ):
                         # defer the spinners: the rows keep the other threads
-                        defer = True
-                        defer_from = c0
-                        deferred = 0
-                        ndefer = 0
+                        if not defer:
+                            defer = True
+                            defer_since = c0
+                            deferred = 0
+                            ndefer = 0
+                            for q in range(nf):
+                                u = scratch[q, SCR_ORDER]
+                                scratch[u, SCR_PHASE] = c0 + scratch[q, SCR_OFF]
                         m = 0
                         for q in range(nf):
                             u = scratch[q, SCR_ORDER]
-                            scratch[u, SCR_PHASE] = c0 + scratch[q, SCR_OFF]
                             if scratch[u, SCR_KIND] == WK_SPINS:
                                 deferred |= 1 << u
                                 ndefer += 1
+                                scratch[u, SCR_FROM] = c0
                                 scratch[u, SCR_BIT] = spin_bit(code, regs, u, th[u, T_PC])
                             else:
                                 scratch[m, SCR_ORDER] = u
@@ -1187,8 +1224,10 @@ def run(
                             last = cs
                             lastpc = donepc
                             instr += 1
-                    if defer and fcut:
-                        defer_cut = dv[D_CUTTER]
+                        if defer and (fcut or c < fe):
+                            # the slot at c issues next (the cutter's, or one the general step
+                            # issues)
+                            defer_cut = dv[D_CUTTER]
                     continue
                 else:
                     cool = nthreads
@@ -1541,7 +1580,7 @@ def run(
                             best = u
                 if best >= 0:
                     done, last, rr, lastpc = settle_spinners(
-                        code, th, scratch, 1 << best, defer_from, at, per, last, rr, lastpc
+                        code, th, scratch, 1 << best, at, per, last, rr, lastpc
                     )
                     instr += done
                     issued += done
@@ -1566,6 +1605,63 @@ def run(
                         ready |= 1 << u
                         if th[u, T_NEXT] < c + 1:
                             th[u, T_NEXT] = c + 1
+                        if defer:
+                            # one thread more in the pattern (see "Deferred spinners" above)
+                            placed = False
+                            ntot = nf + ndefer
+                            y = th[u, T_NEXT]
+                            if ntot < REVOLVER_CYCLES:
+                                # idle cycles in each period: it issues where it becomes ready,
+                                # if that cycle is free
+                                placed = True
+                                for q in range(nf):
+                                    if (scratch[scratch[q, SCR_ORDER], SCR_PHASE] - y) % per == 0:
+                                        placed = False
+                                m = deferred
+                                while m != 0:
+                                    w = low_bit(m)
+                                    m &= m - 1
+                                    if (scratch[w, SCR_PHASE] - y) % per == 0:
+                                        placed = False
+                                if placed:
+                                    scratch[u, SCR_PHASE] = y
+                            elif ntot > REVOLVER_CYCLES and y == c + 1:
+                                # one issue per cycle, in thread order after this one: the new
+                                # thread takes its place in that order, the ones after it move
+                                done, last, rr, lastpc = settle_spinners(
+                                    code, th, scratch, deferred, c + 1, per, last, rr, lastpc
+                                )
+                                instr += done
+                                issued += done
+                                defer_since = c + 1
+                                du = (u - t - 1) % nthreads
+                                before = 0
+                                m = deferred
+                                for q in range(nf):
+                                    m |= 1 << scratch[q, SCR_ORDER]
+                                while m != 0:
+                                    w = low_bit(m)
+                                    m &= m - 1
+                                    y = c + 1 + (scratch[w, SCR_PHASE] - c - 1) % per
+                                    if (w - t - 1) % nthreads < du:
+                                        before += 1
+                                    else:
+                                        y += 1
+                                    scratch[w, SCR_PHASE] = y
+                                scratch[u, SCR_PHASE] = c + 1 + before
+                                per = ntot + 1
+                                placed = True
+                            if placed:
+                                scratch[nf, SCR_ORDER] = u
+                                nf += 1
+                            else:
+                                done, last, rr, lastpc = settle_spinners(
+                                    code, th, scratch, deferred, c + 1, per, last, rr, lastpc
+                                )
+                                instr += done
+                                issued += done
+                                defer = False
+                                again = False
                 elif op == OP_CLR_RUN and th[u, T_RUN] == RUN_READY:
                     th[u, T_RUN] = RUN_STOPPED
                     ready &= ~(1 << u)
@@ -1792,11 +1888,11 @@ def run(
                         break
                 if nf == 0 or ndefer + nf >= REVOLVER_CYCLES:
                     done, last, rr, lastpc = settle_spinners(
-                        code, th, scratch, deferred, defer_from, c + 1, per, last, rr, lastpc
+                        code, th, scratch, deferred, c + 1, per, last, rr, lastpc
                     )
                     instr += done
                     issued += done
-                    defer_from = c + 1
+                    defer_since = c + 1
                     if nf == 0:
                         defer = False
                         again = False
@@ -1820,7 +1916,7 @@ def run(
         c += 1
     if defer:
         done, last, rr, lastpc = settle_spinners(
-            code, th, scratch, deferred, defer_from, c, per, last, rr, lastpc
+            code, th, scratch, deferred, c, per, last, rr, lastpc
         )
         instr += done
         again = False
