@@ -51,6 +51,24 @@ pattern is the list itself, and the loop skips both. With at most REVOLVER_CYCLE
 that each become ready (at the later of their next issue and c0) at a cycle of their own within
 the first period, each issues exactly then (before it, no other thread is ready and not yet
 issued), so the pattern is those cycles, and the loop skips the simulation too.
+
+Deferred spinners. A thread whose next instruction is an ``acquire`` of a bit already set that
+jumps to itself changes nothing but its flags and next issue at each of its slots, until the bit
+is cleared or the set of ready threads changes. When a window opens on a steady pattern with at
+least ``DEFER_SPINNERS`` such threads (and one other), the loop defers them: the window rows keep
+the other threads, every thread's place in the pattern is kept as the cycle of one of its slots
+(``SCR_PHASE``; the next windows take their offsets from it instead of simulating the issue
+rule), and the deferred threads' slots are counted only when something may change them
+(``settle_spinners``): the loop stops, a DMA completes, or an instruction that ends a window is
+not one of those below. Such an instruction issues right at its slot (``defer_cut``), which the
+pattern gives, instead of through the round-robin pick. A ``release`` hands the lock to the
+deferred spinner on that bit whose slot comes first: from that slot it is one of the window's
+threads. A ``stop`` removes a thread: with more than ``REVOLVER_CYCLES`` threads every cycle
+issues one, in thread order, so the others keep their next slots and the period shrinks by one;
+with fewer, each keeps its cycle. A ``boot`` or ``resume`` adds one: with fewer than
+``REVOLVER_CYCLES`` threads it issues at the cycle it becomes ready if no other issues there;
+with more, it takes its place in thread order after the issuer and the threads after it move
+one cycle later; otherwise the deferred slots are counted and the loop goes on as usual.
 """
 
 from __future__ import annotations
@@ -708,15 +726,17 @@ def settle_spinners(
 
 
 def spin_safe(code: npt.NDArray[np.int64], th: npt.NDArray[np.int64], t: int) -> bool:
-    """Whether thread ``t``'s next instruction leaves every thread spinning on a held lock
-    spinning (it changes no atomic bit to 0, no thread's run state, reads no counter)."""
+    """Whether thread ``t``'s next instruction may issue while spinners are deferred: it cannot
+    stop them spinning, or (``release``, ``stop``, ``boot``, ``resume``) the loop keeps the
+    deferred pattern right where it issues. DMAs, ``clr_run``, ``read_run``, the clock, faults
+    and undecodable words may not."""
     pc = th[t, T_PC]
     if pc < 0 or pc >= code.shape[0]:
         return False
     op = code[pc, C_OP]
     if not ((op >= OP_STORE and op <= OP_TIME_CFG) or op == OP_ILLEGAL):
         return True
-    return (
+    return bool(
         op == OP_STORE
         or op == OP_ACQUIRE
         or op == OP_RELEASE
@@ -737,7 +757,7 @@ def spin_bit(code: npt.NDArray[np.int64], regs: npt.NDArray[np.int64], t: int, p
     if (w0 >> FW_BREG) & 1:
         bv = regs[t, bv]
     wv = ((av & M32) + (bv & M32)) & 0xFFFF
-    return ((wv >> 8) ^ wv) & 0xFF
+    return int(((wv >> 8) ^ wv) & 0xFF)
 
 
 def _no_compiled_step(*args: Any) -> int:
@@ -1138,10 +1158,7 @@ def run(
                         and spins < nf
                         and (
                             defer
-                            or (
-                                spins >= DEFER_SPINNERS
-                                and issued + nf * (rounds + 2) <= max_issue
-                            )
+                            or (spins >= DEFER_SPINNERS and issued + nf * (rounds + 2) <= max_issue)
                         )
                     ):
                         # defer the spinners: the rows keep the other threads
