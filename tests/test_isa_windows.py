@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from isa_programs import Asm, Machine, random_instruction
 
@@ -177,6 +177,24 @@ def shared_memory_programs(draw: st.DrawFn) -> str:
     ready=st.integers(2, 16),
     cycles=st.integers(50, 4000),
     chunk=st.sampled_from([None, 9, 100]),
+)
+# two cases Hypothesis found while the deferred spinners were written: threads spinning on a
+# lock nobody releases, deferred; the instruction bound then comes near (the pattern left in the
+# rows must not be reused), and a load that is not a fast row ends a too-short pass
+@example(
+    text="".join(f"L{i}: add r0, r0, 0\n" for i in range(4))
+    + "L4: acquire zero, 0, nz, L4\nL5: add r0, r0, 0\nL6: add r0, r0, 0\nL7: jump L0\n",
+    seed=0,
+    ready=6,
+    cycles=2885,
+    chunk=None,
+)
+@example(
+    text="L0: lbu r0, zero, 0\nL1: acquire zero, 0, nz, L1\nL2: add r0, r0, 0\nL3: jump L0\n",
+    seed=0,
+    ready=7,
+    cycles=66,
+    chunk=9,
 )
 def test_windows_order_shared_accesses_as_cycle_by_cycle_issue(
     text: str, seed: int, ready: int, cycles: int, chunk: int | None
