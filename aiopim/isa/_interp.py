@@ -684,6 +684,19 @@ def copy_row(
         dst[di, dcol + j] = src[si, scol + j]
 
 
+def sort_rows(scratch: npt.NDArray[np.int64], nf: int) -> None:
+    """Put the window's ``nf`` rows (thread, offset) in issue order: by offset in the period
+    (an insertion sort; they are nearly in order, rotated or with one row moved)."""
+    for q in range(1, nf):
+        j = q
+        while j > 0 and scratch[j - 1, SCR_OFF] > scratch[j, SCR_OFF]:
+            for col in (SCR_ORDER, SCR_OFF):
+                v = scratch[j - 1, col]
+                scratch[j - 1, col] = scratch[j, col]
+                scratch[j, col] = v
+            j -= 1
+
+
 def settle_spinners(
     code: npt.NDArray[np.int64],
     th: npt.NDArray[np.int64],
@@ -932,14 +945,7 @@ def run(
                     elif rounds < WINDOW_ROUNDS:
                         rounds <<= 1
                     # in issue order again (rotated, or with the cutter put first)
-                    for q in range(1, nf):
-                        j = q
-                        while j > 0 and scratch[j - 1, SCR_OFF] > scratch[j, SCR_OFF]:
-                            for col in (SCR_ORDER, SCR_OFF):
-                                v = scratch[j - 1, col]
-                                scratch[j - 1, col] = scratch[j, col]
-                                scratch[j, col] = v
-                            j -= 1
+                    sort_rows(scratch, nf)
                     cool = 0
                     again = True
                 else:
@@ -1006,14 +1012,7 @@ def run(
                     c0 = c
                     for q in range(nf):
                         scratch[q, SCR_OFF] = (scratch[scratch[q, SCR_ORDER], SCR_PHASE] - c0) % per
-                    for q in range(1, nf):
-                        j = q
-                        while j > 0 and scratch[j - 1, SCR_OFF] > scratch[j, SCR_OFF]:
-                            for col in (SCR_ORDER, SCR_OFF):
-                                v = scratch[j - 1, col]
-                                scratch[j - 1, col] = scratch[j, col]
-                                scratch[j, col] = v
-                            j -= 1
+                    sort_rows(scratch, nf)
                 elif again:
                     again = False
                     steady = True
@@ -2047,6 +2046,7 @@ def jit_dispatcher() -> Callable[..., int]:
 
         register_jitable(inline="always")(keep_wram)
         register_jitable(inline="always")(settle_spinners)
+        register_jitable(inline="always")(sort_rows)
         register_jitable(inline="always")(spin_safe)
         register_jitable(inline="always")(spin_bit)
         register_jitable(inline="always")(window_kind)
