@@ -444,11 +444,17 @@ def acquire_bit_set(
 ) -> bool:
     """Whether the atomic bit of thread ``t``'s fast ``acquire`` row (packed words ``w0``,
     ``w1``; first operand ``av``) is set."""
+    return bool(atomic[acquire_bit(av, w0, w1, regs, t)] != 0)
+
+
+def acquire_bit(av: int, w0: int, w1: int, regs: npt.NDArray[np.int64], t: int) -> int:
+    """The atomic bit of thread ``t``'s fast ``acquire`` row (packed words ``w0``, ``w1``;
+    first operand ``av``)."""
     bv = (w1 >> 32) & M32
     if (w0 >> FW_BREG) & 1:
         bv = regs[t, bv]
     wv = ((av & M32) + (bv & M32)) & 0xFFFF
-    return bool(atomic[((wv >> 8) ^ wv) & 0xFF] != 0)
+    return int(((wv >> 8) ^ wv) & 0xFF)
 
 
 def thread_slots(
@@ -766,11 +772,7 @@ def spin_bit(code: npt.NDArray[np.int64], regs: npt.NDArray[np.int64], t: int, p
     av = w1 & M32
     if (w0 >> FW_AREG) & 1:
         av = regs[t, av]
-    bv = (w1 >> 32) & M32
-    if (w0 >> FW_BREG) & 1:
-        bv = regs[t, bv]
-    wv = ((av & M32) + (bv & M32)) & 0xFFFF
-    return int(((wv >> 8) ^ wv) & 0xFF)
+    return acquire_bit(av, w0, w1, regs, t)
 
 
 def _no_compiled_step(*args: Any) -> int:
@@ -2051,6 +2053,7 @@ def jit_dispatcher() -> Callable[..., int]:
         register_jitable(inline="always")(spin_bit)
         register_jitable(inline="always")(window_kind)
         register_jitable(inline="always")(acquire_bit_set)
+        register_jitable(inline="always")(acquire_bit)
         register_jitable(inline="always")(low_bit)
         register_jitable(inline="always")(thread_slots)
         register_jitable(inline="always")(call_step)
