@@ -14,11 +14,20 @@ python benchmarks/keysum_python.py --ranks-list 1,4,40  # the full machine too (
 python benchmarks/keysum_python.py --quick              # 1 rank only
 python benchmarks/keysum_python.py --before /tmp/old    # side by side with an older checkout
 python benchmarks/keysum_python.py --windows            # what running DPUs ahead would group
+python benchmarks/keysum_python.py --floor              # the runtime against a bare one (1 rank)
 
 ``--windows`` logs the time of every event of a 1-rank run (per DPU, and the kernel's own) and
 counts how many events a DPU would run each time it is entered if DPUs could run ahead of each
 other: not at all (the exact order), by at most 1, 2 or 5 µs past the next event of any other
 DPU, or up to the next kernel event.
+
+``--floor`` runs the example's own DPU code on one rank twice, alternately, in fresh
+interpreters: on aiopim, and on a bare runtime that keeps only what any emulation of this
+program in Python coroutines must do (every tasklet resumed through the same chain of
+coroutines at every barrier and DMA, one heap event for each resume and one for the timing
+event before it, the DMA's bytes copied, the example's NumPy work) and models no time, no
+pipeline, no FIFO. It prints both CPU times, their ratio, and the CPU per event left to the
+runtime above the floor against what the 1.5 s goal leaves it.
 """
 
 from __future__ import annotations
@@ -125,6 +134,118 @@ print(json.dumps({"dpus": [sorted(t) for t in dpu_times.values()], "kernel": sor
 )
 
 
+#: the floor: the example's program on a bare runtime (see ``--floor``), one rank
+_CHILD_FLOOR = (
+    _LOAD_EXAMPLE
+    + r"""
+import heapq
+import numpy as np
+from aiopim._machine._program import MRAM_BIT
+
+NR_TASKLETS, NR_DPUS = 16, 64 * ranks
+prog = example.build_program(NR_TASKLETS, "all")
+rng = np.random.default_rng(0)  # the host program's data
+keys = rng.integers(0, 1024, example.NR_ELEMS, dtype=np.uint32)
+values = rng.integers(0, 1024, example.NR_ELEMS, dtype=np.uint32)
+mram = np.zeros((prog.address_of("values") & ~MRAM_BIT) + values.nbytes, np.uint8)
+for name, data in (("keys", keys), ("values", values)):  # one copy, as broadcast keeps it
+    at = prog.address_of(name) & ~MRAM_BIT
+    mram[at : at + data.nbytes] = data.view(np.uint8)
+expected = [int(values[keys == k].sum(dtype=np.uint64)) for k in range(example.NR_KEYS)]
+
+
+class Wait:
+    __slots__ = ()
+
+    def __await__(self):
+        return (yield self)
+
+
+WAIT = Wait()
+
+
+class BareTasklet:
+    # the calls the example's DPU code makes; a DMA copies at once, nothing is timed or checked
+    def __init__(self, wram, tid, out):
+        self.wram, self._id, self.out = wram, tid, out
+        self.nr_tasklets = NR_TASKLETS
+
+    def me(self):
+        return self._id
+
+    def compute(self, instructions):
+        pass
+
+    def mram_address(self, var, offset=0):
+        return prog.address_of(var) + offset
+
+    def mram_read(self, mram_addr, wram_addr, size):
+        at = mram_addr & ~MRAM_BIT
+        self.wram[wram_addr : wram_addr + size] = mram[at : at + size]
+        return WAIT
+
+    def view(self, where, dtype=np.uint8, count=None):
+        if type(where) is int:
+            dt = np.dtype(dtype)
+            return self.wram[where : where + (count or 1) * dt.itemsize].view(dt)
+        at = prog.address_of(where)
+        return self.wram[at : at + where.size].view(where.dtype)
+
+    async def process_inputs_all_tasklets(self, fin, fout, process, reduce, barrier, active):
+        head = np.zeros(8, np.uint8)
+        for key in range(example.NR_KEYS):
+            await WAIT  # the loop's barrier
+            head.view(np.uint32)[0] = key
+            await process(self, head)
+            await WAIT
+            if self._id == 0:
+                element = np.zeros(16, np.uint8)
+                await reduce(self, head, element)
+                self.out.append(element.view(np.uint64).tolist())
+            await WAIT
+
+
+heap, outs, seq, events = [], [], [0], [0]
+
+
+def resume(coro):
+    try:
+        coro.send(None)
+    except StopIteration:
+        return
+    seq[0] += 1  # what the tasklet awaits ends in an event, which resumes it in another
+    heapq.heappush(heap, [now[0] + 1280, 1, id(coro) & 0xFFFF, seq[0], timed, coro])
+
+
+def timed(coro):
+    seq[0] += 1
+    heapq.heappush(heap, [now[0], 1, id(coro) & 0xFFFF, seq[0], resume, coro])
+
+
+now = [0]
+for d in range(NR_DPUS):
+    wram, out = np.zeros(65536, np.uint8), []
+    outs.append(out)
+    for t in range(NR_TASKLETS):
+        seq[0] += 1
+        heap.append([0, 1, d << 5 | t, seq[0], resume, prog._main(BareTasklet(wram, t, out))])
+heapq.heapify(heap)
+gc.collect()
+gc.disable()  # as Kernel.run does
+t0 = time.process_time()
+while heap:
+    entry = heapq.heappop(heap)
+    now[0] = entry[0]
+    events[0] += 1
+    entry[4](entry[5])
+cpu = time.process_time() - t0
+gc.enable()
+ok = all(out == [[k, expected[k]] for k in range(example.NR_KEYS)] for out in outs)
+print(json.dumps({"cpu_s": cpu, "events": events[0], "ok": ok}))
+"""
+)
+
+
 def drains(dpus: list[list[int]], kernel: list[int], window: int | None) -> int:
     """How many times the DPUs' events would be entered if each DPU, once due, ran its events
     up to the next kernel event and (``window`` not None) no further than ``window`` past the
@@ -182,6 +303,47 @@ def windows(root: Path, ranks: int) -> None:
         print(f"{label:>24} {n:>8} {events / n:17.2f}")
 
 
+def measure_floor(root: Path, ranks: int = 1) -> dict[str, Any]:
+    """One run of the example's DPU code on the bare runtime (see ``--floor``)."""
+    env = dict(os.environ, PYTHONPATH=str(root))
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD_FLOOR, str(root), str(ranks)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
+    r: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    if not r["ok"]:
+        raise SystemExit("the bare runtime computed wrong sums")
+    return r
+
+
+def floor(root: Path, repeat: int) -> None:
+    """The example on aiopim against the same DPU code on a bare runtime (see ``--floor``)."""
+    bare: list[dict[str, Any]] = []
+    real: list[dict[str, Any]] = []
+    for _ in range(repeat):
+        bare.append(measure_floor(root))
+        real.append(measure(root, 1, "trio"))
+    b = min(r["cpu_s"] for r in bare)
+    a = min(r["cpu_s"] for r in real)
+    events = real[0]["events"]
+    print(f"one rank, fastest of {repeat} alternating runs each:")
+    print(
+        f"  bare runtime (coroutines, events, DMA copies, NumPy): {b:.2f} s CPU, "
+        f"{bare[0]['events']} events"
+    )
+    print(f"  aiopim:                                               {a:.2f} s CPU, {events} events")
+    print(f"  aiopim / bare: {a / b:.2f}x")
+    print(
+        f"  CPU per event above the bare runtime: {(a - b) / events * 1e6:.2f} us; "
+        f"the 1.5 s goal leaves {(1.5 - b) / events * 1e6:.2f} us"
+    )
+    print(f"keysum_python floor_ratio={a / b:.2f}")
+
+
 def measure(root: Path, ranks: int, backend: str) -> dict[str, Any]:
     """One run of the demo on ``ranks`` ranks with the package of checkout ``root``."""
     env = dict(os.environ, PYTHONPATH=str(root))
@@ -212,9 +374,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only count how many events a DPU would run at a time if it ran ahead (1 rank)",
     )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="only compare one rank on aiopim with the same DPU code on a bare runtime",
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each side (--floor)")
     opts = parser.parse_args(argv)
     if opts.windows:
         windows(ROOT, 1)
+        return 0
+    if opts.floor:
+        floor(ROOT, opts.repeat)
         return 0
     counts = [1] if opts.quick else [int(x) for x in opts.ranks_list.split(",")]
     print(
