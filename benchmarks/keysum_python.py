@@ -278,18 +278,24 @@ def drains(dpus: list[list[int]], kernel: list[int], window: int | None) -> int:
     return count
 
 
-def windows(root: Path, ranks: int) -> None:
-    """Events per entry into a DPU if DPUs ran ahead of each other (see ``drains``)."""
-    env = dict(os.environ, PYTHONPATH=str(root))
+def run_child(child: str, root: Path, *args: object) -> dict[str, Any]:
+    """Run script ``child`` in a fresh interpreter with checkout ``root``'s package on the path
+    (its arguments: ``root``, then ``args``); what it printed last, as JSON."""
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD_TIMES, str(root), str(ranks)],
-        env=env,
+        [sys.executable, "-c", child, str(root), *map(str, args)],
+        env=dict(os.environ, PYTHONPATH=str(root)),
         check=True,
         capture_output=True,
         text=True,
         cwd=root,
     )
-    r = json.loads(out.stdout.strip().splitlines()[-1])
+    r: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return r
+
+
+def windows(root: Path, ranks: int) -> None:
+    """Events per entry into a DPU if DPUs ran ahead of each other (see ``drains``)."""
+    r = run_child(_CHILD_TIMES, root, ranks)
     dpus, kernel = r["dpus"], r["kernel"]
     events = sum(len(t) for t in dpus)
     print(f"{events} DPU events and {len(kernel)} kernel events on {ranks} rank(s)")
@@ -307,16 +313,7 @@ def windows(root: Path, ranks: int) -> None:
 
 def measure_floor(root: Path, ranks: int = 1) -> dict[str, Any]:
     """One run of the example's DPU code on the bare runtime (see ``--floor``)."""
-    env = dict(os.environ, PYTHONPATH=str(root))
-    out = subprocess.run(
-        [sys.executable, "-c", _CHILD_FLOOR, str(root), str(ranks)],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-        cwd=root,
-    )
-    r: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    r = run_child(_CHILD_FLOOR, root, ranks)
     if not r["ok"]:
         raise SystemExit("the bare runtime computed wrong sums")
     return r
@@ -349,16 +346,7 @@ def floor(root: Path, repeat: int) -> None:
 
 def measure(root: Path, ranks: int, backend: str) -> dict[str, Any]:
     """One run of the demo on ``ranks`` ranks with the package of checkout ``root``."""
-    env = dict(os.environ, PYTHONPATH=str(root))
-    out = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(root), str(ranks), backend],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-        cwd=root,
-    )
-    r: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    r = run_child(_CHILD, root, ranks, backend)
     if not r["ok"]:
         raise SystemExit(f"keysum on {ranks} ranks ({root}): wrong results")
     return r
