@@ -23,7 +23,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from isa_programs import Asm, elf  # noqa: E402
 
 import aiopim  # noqa: E402
-from aiopim.isa import _runner  # noqa: E402
+from aiopim.isa import set_engine  # noqa: E402
 
 THREADS = 16
 M32 = 0xFFFFFFFF
@@ -72,7 +72,7 @@ def plain_python(iterations: int) -> tuple[list[int], float]:
 
 
 def interpreted(prog: aiopim.elf.ElfProgram, jit: bool) -> tuple[list[int], float, int]:
-    _runner.set_jit(jit)
+    set_engine("compiled" if jit else "python")
     timing: dict[str, float] = {}
 
     async def main() -> tuple[list[int], int]:
@@ -119,7 +119,7 @@ def main() -> None:
     assert small_body <= py_executed
 
     print(f"plain python loop     {plain_ips:14,.0f} ops/s")
-    print(f"interpreter (numba)   {jit_ips:14,.0f} instructions/s  ({executed:,} instructions)")
+    print(f"interpreter (compiled) {jit_ips:14,.0f} instructions/s  ({executed:,} instructions)")
     print(f"interpreter (python)  {py_ips:14,.0f} instructions/s  ({py_executed:,} instructions)")
     print(f"isa_rate jit_ips={jit_ips:.0f} python_ips={py_ips:.0f} ratio={jit_ips / plain_ips:.2f}")
 

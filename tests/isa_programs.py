@@ -139,23 +139,39 @@ def u32(*values: int) -> bytes:
 
 
 class Machine:
-    """One DPU's interpreter state outside the emulator: run hand-encoded code directly."""
+    """One DPU's interpreter state outside the emulator: run hand-encoded code directly on the
+    compiled engine (``jit=True``) or the same source as plain Python."""
 
     def __init__(
         self, asm: Asm, *, threads: int = 16, wram_size: int = 65536, jit: bool = False
     ) -> None:
-        from aiopim.isa import _interp as I
+        from aiopim.isa import _engine
+        from aiopim.isa import _layout as I
         from aiopim.isa._codec import decode_program
         from aiopim.isa._semantics import compile_program
 
         self.I = I
+        self.engine = _engine.engine("compiled" if jit else "python")
         self.code = compile_program(decode_program(np.array(asm.words(), np.uint64)))
-        self.regs, self.th, self.dv, self.atomic, self.dma = I.fresh_state(
+        self.regs, self.th, self.dv, self.atomic, self.dma = self.engine.fresh_state(
             threads, 4096 * 8, 64 << 20
         )
         self.wram = np.zeros(wram_size, np.uint8)
-        self.scratch = I.scratch(threads)
-        self.fn = I.get_run(jit)
+        #: no MRAM page known: a transfer's completion stops the run (``R_DMA_DUE``)
+        self.pmap = np.full(1024, I.PM_UNKNOWN, np.int64)
+        self.hw = np.zeros((1, 4), np.int64)
+        self.core = self.engine.Core(
+            self.code,
+            self.regs,
+            self.th,
+            self.dv,
+            self.atomic,
+            self.wram,
+            self.dma,
+            self.pmap,
+            self.engine.PageTable(),
+            self.hw,
+        )
 
     def set(self, thread: int = 0, **values: int) -> Machine:
         """Set registers (``r3=5``), flags (``zf=1``, ``cf=0``)."""
@@ -168,21 +184,9 @@ class Machine:
         return self
 
     def run(self, cycles: int = 1 << 40, steps: int = 1 << 40) -> int:
-        """Run until the end, a fault, a DMA, ``cycles`` or ``steps`` instructions."""
-        return int(
-            self.fn(
-                self.code,
-                self.regs,
-                self.th,
-                self.dv,
-                self.atomic,
-                self.wram,
-                self.dma,
-                cycles,
-                steps,
-                self.scratch,
-            )
-        )
+        """Run until the end, a fault, a transfer's completion, ``cycles`` or ``steps``
+        instructions."""
+        return int(self.engine.run(self.core, cycles, steps))
 
     def r(self, name: str | int, thread: int = 0) -> int:
         return int(self.regs[thread, reg(name)])

@@ -2,7 +2,7 @@
 in ``aiopim.isa``: the tests cross-check the two. It executes one decoded instruction on flat
 NumPy state.
 
-State of a DPU, all flat arrays so that the code can be compiled with numba later:
+State of a DPU, all flat arrays:
 
 * ``regs``: ``uint32[threads, 24]``; ``pcs``: ``int64[threads]`` (instruction indexes);
 * ``zf``, ``cf``: ``uint8[threads]``; ``wram``: ``uint8[wram_bytes]``.
@@ -45,17 +45,11 @@ Readings the instruction tables leave open, and the choice made here:
   id << 25``); safe loads and stores fault when ``address + offset + (size if size > 1 else 0)
   - limit >= 0``, after accessing the aligned 16-bit address, exactly as the tables' forms
   describe it.
-
-Only integer arithmetic and array indexing are used (no Python objects), so the functions are
-numba-compatible as written; :func:`compile_semantics` returns the compiled :func:`execute`
-and :func:`execute_system`.
 """
 
 from __future__ import annotations
 
-import types
-from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -77,8 +71,6 @@ __all__ = [
     "dma_bytes",
     "execute_system",
     "OPS",
-    "compile_run_threads",
-    "compile_semantics",
     "execute",
     "new_state",
 ]
@@ -1043,51 +1035,3 @@ def run_threads(
             steps += 1
             counter[0] += 1
     return EV_OK, -1, steps
-
-
-_HELPERS: Final = (
-    "read_reg",
-    "_src",
-    "_clz",
-    "_popcount",
-    "condition",
-    "_alu2",
-    "_alu1",
-    "_write",
-    "_load",
-    "_store",
-    "_access",
-    "execute",
-    "dma_bytes",
-    "execute_system",
-    "run_threads",
-)
-
-
-def _compiled() -> dict[str, Any]:
-    """A private copy of the module's globals whose functions are compiled with numba."""
-    import numba
-
-    ns: dict[str, Any] = dict(globals())
-    for name in _HELPERS:
-        fn = globals()[name]
-        clone = types.FunctionType(fn.__code__, ns, fn.__name__, fn.__defaults__)
-        ns[name] = numba.njit(clone)
-    return ns
-
-
-def compile_semantics() -> tuple[Callable[..., int], Callable[..., int]]:
-    """:func:`execute` and :func:`execute_system` compiled with numba (nopython), same
-    arguments and results.
-
-    The functions are rebuilt over a private copy of the module's globals in which every
-    helper is the compiled one; the module itself is untouched. Compiling takes seconds.
-    """
-    ns = _compiled()
-    return ns["execute"], ns["execute_system"]
-
-
-def compile_run_threads() -> Callable[..., tuple[int, int, int]]:
-    """:func:`run_threads` compiled with numba (nopython), like :func:`compile_semantics`."""
-    compiled: Callable[..., tuple[int, int, int]] = _compiled()["run_threads"]
-    return compiled

@@ -12,7 +12,7 @@ import pytest
 from isa_programs import Asm, elf
 
 import aiopim
-from aiopim.isa import _runner
+from aiopim.isa import _runner, set_engine
 
 THREADS = 16
 ROUNDS = 3
@@ -117,20 +117,20 @@ def _run(backend: str) -> tuple[list[list[int]], list[list[int]], list[int], int
 @pytest.fixture
 def restore() -> Iterator[None]:
     yield
-    _runner.set_jit(None)
+    set_engine(None)
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_batched_runs_agree_on_every_path(
     backend: str, restore: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _runner.set_jit(False)
+    set_engine("python")
     reference = _run(backend)
     res, _out, runs, _, reqs = reference
     assert res == [_expected(i) for i in range(DPUS)]
     assert reqs == [2 * ROUNDS * THREADS] * DPUS
     assert len(set(runs)) == 1  # the DPUs run the same instructions at the same times
-    _runner.set_jit(True)
+    set_engine("compiled")
     assert _run(backend) == reference
     # several worker threads, a few DPUs each
     monkeypatch.setenv("AIOPIM_ISA_THREADS", "3")

@@ -13,7 +13,7 @@ from isa_programs import Machine
 from isa_reference import EV_EXTERNAL, EV_MEMORY_FAULT, EV_OK, EV_UNIMPLEMENTED, execute, new_state
 
 from aiopim.isa import FIELD_NAMES, Instruction, decode_program, encode
-from aiopim.isa import _interp as I
+from aiopim.isa import _layout as I
 from aiopim.isa import _tables as T
 
 WRAM = 65536

@@ -411,42 +411,6 @@ def test_every_signature_executes_or_reports() -> None:
     assert Instruction.make("nop:").keyword == "nop"
 
 
-@pytest.mark.long
-def test_numba_compiled_execute_agrees() -> None:
-    from isa_reference import compile_semantics
-
-    fast, fast_system = compile_semantics()
-    rng = random.Random(12)
-    words = [encode(random_instruction(s, rng)) for s in range(len(T.SIG_KEYWORD))]
-    prog = decode_program(np.array(words, np.uint64))
-    a, b = Cpu(), Cpu()
-    for i in range(len(words)):
-        init = [rng.getrandbits(32) for _ in range(24)]
-        results = []
-        for cpu, fn in ((a, execute), (b, fast)):
-            cpu.regs[0] = init
-            cpu.pcs[0] = 10
-            results.append(
-                fn(int(prog.sig[i]), prog.values[i], 0, cpu.regs, cpu.pcs, cpu.zf, cpu.cf, cpu.wram)
-            )
-        assert results[0] == results[1]
-        assert (a.regs == b.regs).all() and (a.pcs == b.pcs).all()
-        assert (a.zf == b.zf).all() and (a.cf == b.cf).all() and (a.wram == b.wram).all()
-    # the system instructions too
-    lines = ["acquire r0, 0, nz, 9", "boot id, 1", "sdma r0, r1, 0", "time_cfg r1, r2", "stop"]
-    for line in lines:
-        words = assemble_program(line).text
-        row = decode_program(np.array(words))
-        outs = []
-        for fn in (execute_system, fast_system):
-            dpu = Dpu().set(r0=0x100, r1=0x200, r2=3)
-            dpu.counter[0] = 999
-            state = (dpu.regs, dpu.pcs, dpu.zf, dpu.wram, dpu.mram, dpu.atomic, dpu.running)
-            ev = fn(int(row.sig[0]), row.values[0], 0, *state, dpu.counter)
-            outs.append((ev, [a.tolist() for a in (*state, dpu.counter)]))
-        assert outs[0] == outs[1], line
-
-
 def test_safe_register_arithmetic() -> None:
     cpu = Cpu(tid=2).set(r1=0x0010_0100)
     assert cpu.run("adds r0, r1, 4", pc=3) == EV_OK

@@ -17,7 +17,7 @@ from isa_programs import Asm, elf, u32
 import aiopim
 from aiopim import DpuError, timing
 from aiopim.elf import ElfProgram
-from aiopim.isa import _runner
+from aiopim.isa import _runner, set_engine
 from aiopim.sdk import DpuErrorCode
 
 V1B = timing.V1B
@@ -26,9 +26,9 @@ Layout = dict[str, tuple[int, int, str]]
 
 @pytest.fixture(params=[False, True], ids=["python", "jit"])
 def jit(request: pytest.FixtureRequest) -> Iterator[bool]:
-    _runner.set_jit(bool(request.param))
+    set_engine("compiled" if request.param else "python")
     yield bool(request.param)
-    _runner.set_jit(None)
+    set_engine(None)
 
 
 def build(make: Callable[[Layout], Asm], **kw: Any) -> tuple[ElfProgram, Layout]:

@@ -220,19 +220,6 @@ def test_run_threads_stops_on_the_first_event(body: str, event: int, thread: int
     assert (got, tid) == (event, thread)
 
 
-@pytest.mark.long
-def test_compiled_run_threads_agrees() -> None:
-    from isa_reference import compile_run_threads
-
-    fast = compile_run_threads()
-    elf = assemble(HELLO.read_text(), "v1B")
-    _p, slow_args = _load(elf, 16)
-    _p, fast_args = _load(elf, 16)
-    assert run_threads(*slow_args, 100_000) == fast(*fast_args, 100_000)
-    for a, b in zip(slow_args, fast_args, strict=True):
-        assert (a == b).all()
-
-
 def test_keysum_kernel_runs_on_the_reference() -> None:
     """examples/isa/keysum.S (the key-sum DPU program in assembly: FIFO loop, 16 threads,
     barrier with stop/resume, DMA, 64-bit sums, reduction) on a FIFO filled beforehand."""

@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from isa_programs import Asm, Machine
 
-from aiopim.isa import _interp as I
+from aiopim.isa import _layout as I
 from aiopim.isa import _tables as T
 
 M32 = 0xFFFFFFFF

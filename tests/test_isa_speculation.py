@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import aiopim
 from aiopim import DpuError, timing
-from aiopim.isa import _runner, assemble
+from aiopim.isa import _runner, assemble, set_engine
 
 THREADS = 4
 TRAIL_FILL = 7
@@ -177,11 +177,11 @@ def _run(
 def test_a_rank_ending_early_rolls_the_others_back(
     binary: aiopim.DpuProgram, backend: str, jit: bool
 ) -> None:
-    _runner.set_jit(jit)
+    set_engine("compiled" if jit else "python")
     try:
         _rolls_back(binary, backend)
     finally:
-        _runner.set_jit(None)
+        set_engine(None)
 
 
 def _rolls_back(binary: aiopim.DpuProgram, backend: str) -> None:
@@ -240,14 +240,14 @@ def test_speculation_changes_nothing_the_host_sees(
     binary: aiopim.DpuProgram, iterations: list[int], backend: str
 ) -> None:
     runs = [iterations, [1 << 20] * 3]
-    _runner.set_jit(True)
+    set_engine("compiled")
     try:
         assert (
             _run(binary, runs, backend, speculate=True)[0]
             == _run(binary, runs, backend, speculate=False)[0]
         )
     finally:
-        _runner.set_jit(None)
+        set_engine(None)
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
@@ -257,13 +257,13 @@ def test_pages_first_mapped_while_speculating_are_restored(
     """Rank 0 ends after a few polls, while rank 1 has run far ahead in the first speculative
     event; its MRAM trail page, mapped there by a read and then written, must come back as it
     was (rank 1 stops polling long before it would write those slots again)."""
-    _runner.set_jit(True)
+    set_engine("compiled")
     try:
         iterations = [[5], [1 << 20]]
         lockstep, _ = _run(binary, iterations, backend, speculate=False)
         seen, (_, rollbacks) = _run(binary, iterations, backend, speculate=True)
     finally:
-        _runner.set_jit(None)
+        set_engine(None)
     assert rollbacks > 0
     assert seen == lockstep
     assert lockstep["counts"][1][0] < 200
@@ -273,45 +273,51 @@ def test_pages_first_mapped_while_speculating_are_restored(
 def test_exploration_permutes_the_same_events(binary: aiopim.DpuProgram, seed: int) -> None:
     """Reports are scheduled in the chunks' order, so exploration draws the same keys."""
     runs = [[150, 20 | FAULT_BIT, 450, 60], [1 << 20] * 4]
-    _runner.set_jit(True)
+    set_engine("compiled")
     try:
         lockstep, _ = _run(binary, runs, "trio", speculate=False, explore=seed)
         seen, (_, rollbacks) = _run(binary, runs, "trio", speculate=True, explore=seed)
     finally:
-        _runner.set_jit(None)
+        set_engine(None)
     assert rollbacks > 0
     assert seen == lockstep
 
 
-def test_a_transfer_into_wram_keeps_each_block_once_before_writing_it() -> None:
-    """While a checkpoint is kept, the compiled batch copies each 2 KiB WRAM block to the
-    checkpoint's copy before its first write since the checkpoint (here by two ``ldma`` of
-    zeros), and never again: the copy holds the bytes of the checkpoint."""
-    from aiopim.isa import _interp as I
-    from aiopim.isa import _jitptr
+@pytest.mark.parametrize("engine", ["python", "compiled"])
+def test_a_transfer_into_wram_keeps_each_block_once_before_writing_it(engine: str) -> None:
+    """While a checkpoint is kept, the loop copies each 2 KiB WRAM block to the checkpoint's
+    copy before its first write since the checkpoint (here by two ``ldma`` of zeros), and never
+    again: the copy holds the bytes of the checkpoint."""
+    from aiopim.isa import _engine
+    from aiopim.isa import _layout as L
+    from aiopim.isa._semantics import NCOL
 
+    e = _engine.engine(engine)
     nthreads = 2
-    th = np.zeros((nthreads, I.NTH), np.int64)
-    dv = np.zeros(I.ND, np.int64)
-    dma = np.zeros((nthreads, 4), np.int64)
+    regs, th, dv, atomic, dma = e.fresh_state(nthreads, 0, 1 << 20)
+    th[0, L.T_RUN] = L.RUN_STOPPED
     wram = (np.arange(65536) % 251 + 1).astype(np.uint8)
     checkpoint = wram.copy()
     saved = np.zeros_like(wram)
-    dv[I.D_NTHREADS] = nthreads
-    dv[I.D_WKEEP] = saved.ctypes.data
-    dv[I.D_WBLOCK] = I.wram_block_shift(len(wram))
-    assert dv[I.D_WBLOCK] == 11
-    pages = np.zeros(1, np.int64)
-    pmap = np.full(4, I.PM_ZERO, np.int64)  # MRAM that reads as zeros
+    pmap = np.full(16, L.PM_ZERO, np.int64)  # MRAM that reads as zeros
+    code = np.zeros((1, NCOL), np.int64)
+    hw = np.zeros((1, 4), np.int64)
+    core = e.Core(code, regs, th, dv, atomic, wram, dma, pmap, e.PageTable(), hw)
+    core.set_checkpoint((regs.copy(), th.copy(), dv.copy(), atomic.copy(), dma.copy(), saved))
+    dv[L.D_WKEEP] = 1
+    dv[L.D_WBLOCK] = e.wram_block_shift(len(wram))
+    assert dv[L.D_WBLOCK] == 11
     for cycle, (waddr, size) in enumerate([(5000, 3000), (6400, 800)], start=100):
-        dv[I.D_CYCLE] = cycle
-        th[1, I.T_RUN] = I.RUN_DMA
-        th[1, I.T_NEXT] = cycle
-        dma[1] = (I.DMA_LDMA, waddr, 0, size)
-        assert _jitptr._serve_dma_at(th, dv, dma, wram, pages, pmap)
-        assert th[1, I.T_RUN] == I.RUN_READY
+        dv[L.D_CYCLE] = cycle
+        dv[L.D_DMA_MIN] = cycle
+        th[1, L.T_RUN] = L.RUN_DMA
+        th[1, L.T_NEXT] = cycle
+        dma[1] = (L.DMA_LDMA, waddr, 0, size)
+        # the transfer completes, then thread 1 would issue: the instruction bound stops it
+        assert e.run(core, cycle + 1, 0) == L.R_STEP
+        assert th[1, L.T_RUN] == L.RUN_READY
         assert not wram[waddr : waddr + size].any()
-    assert dv[I.D_WKEPT] == 0b1100  # blocks 2 and 3 (bytes 4096-8191)
+    assert dv[L.D_WKEPT] == 0b1100  # blocks 2 and 3 (bytes 4096-8191)
     assert np.array_equal(saved[4096:8192], checkpoint[4096:8192])
     assert not saved[:4096].any() and not saved[8192:].any()
 
@@ -323,7 +329,8 @@ def test_a_transfer_python_serves_keeps_its_wram_block_and_rolls_back(
     """A transfer into WRAM that Python serves while the batch keeps a checkpoint's WRAM (a
     page the batch does not hold) keeps the block first; a rollback brings back the kept
     blocks only."""
-    from aiopim.isa import _interp as I
+    from aiopim.isa import _interp
+    from aiopim.isa import _layout as I
 
     seen: dict[str, Any] = {}
 
@@ -340,11 +347,10 @@ def test_a_transfer_python_serves_keeps_its_wram_block_and_rolls_back(
         wram = dpu.wram
         wram[:] = (np.arange(len(wram)) % 251 + 1).astype(np.uint8)
         before = wram.copy()
-        r.checkpoint_copies()
         r.save_state()
-        r.dv[I.D_WKEEP] = r._saved[-1].ctypes.data  # as the compiled batch keeps WRAM
+        r.dv[I.D_WKEEP] = 1  # as the batch keeps WRAM
         r.dv[I.D_WKEPT] = 0
-        r.dv[I.D_WBLOCK] = I.wram_block_shift(len(wram))
+        r.dv[I.D_WBLOCK] = _interp.wram_block_shift(len(wram))
         inbox = binary.address_of("inbox")
         r.th[1, I.T_RUN] = I.RUN_DMA
         r.th[1, I.T_NEXT] = r.dv[I.D_CYCLE]

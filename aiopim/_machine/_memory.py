@@ -177,6 +177,17 @@ class MramBank:
         self.read_into(offset, out)
         return out
 
+    def own_pages(self, first: int, last: int) -> None:
+        """Give pages ``first..last`` private, writable storage (zeros where never written, a
+        copy where shared with other banks), so that a DPU's transfers write them in place."""
+        tab = self._table_to((last + 1) << MRAM_PAGE_SHIFT)
+        for p in range(first, last + 1):
+            page = tab[p]
+            if page is None:
+                tab[p] = np.zeros(MRAM_PAGE, dtype=np.uint8)
+            elif not page.flags.writeable:
+                tab[p] = page.copy()
+
     # -- writing ---------------------------------------
     def write(self, offset: int, data: Bytes) -> None:
         """Store ``data`` at ``offset``: zeros over unwritten pages allocate nothing, pages

@@ -29,7 +29,8 @@ from ._codec import (
     signature_index,
 )
 from ._disasm import disassemble, format_listing, text_words
-from ._runner import IsaRunner, describe_instruction, set_jit
+from ._engine import set_engine
+from ._runner import IsaRunner, describe_instruction
 from ._text import format_instruction, sugar_for
 from .elfwriter import ElfWriter, dpu_attributes, sample_dpu_elf
 
@@ -39,7 +40,7 @@ write_elf = ElfWriter
 __all__ = [
     "IsaRunner",
     "describe_instruction",
-    "set_jit",
+    "set_engine",
     "FIELD_NAMES",
     "AsmError",
     "Assembly",

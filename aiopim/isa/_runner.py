@@ -23,18 +23,19 @@ reported in the order the chunks would have reported them.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import math
 import os
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
 from .. import timing
-from . import _interp as I
+from . import _engine, _interp
+from . import _layout as L
 from . import _tables as T
 from ._codec import DecodeStatus, decode, decode_program
 from ._coreapi import INFINITY, IRAM_BIT, PRIO_LATE, Dpu, DpuRunner, Entry, Kernel, MramBank
@@ -52,7 +53,6 @@ __all__ = [
     "decoded_binary",
     "describe_instruction",
     "enclosing_function",
-    "set_jit",
 ]
 
 #: runtime fault codes of the SDK (``fault`` instruction operands)
@@ -71,27 +71,14 @@ _SCHEDULER_ACTOR = (1 << 62) - 1
 #: chunks one scheduler event runs before letting the kernel breathe (run without bound)
 _MAX_CHUNKS = 256
 
-_jit_override: bool | None = None
 #: pages of a DPU's MRAM page map
-_NR_PAGES = -(-max(chip.mram_size for chip in timing.CHIPS.values()) >> I.PAGE_SHIFT)
+_NR_PAGES = -(-max(chip.mram_size for chip in timing.CHIPS.values()) >> L.PAGE_SHIFT)
 
 
 def _clock_ratio(frequency_hz: int) -> tuple[int, int]:
     """(num, den): one cycle lasts ``num / den`` ps."""
     g = math.gcd(timing.PS_PER_S, frequency_hz)
     return timing.PS_PER_S // g, frequency_hz // g
-
-
-def set_jit(enabled: bool | None) -> None:
-    """Use the numba-compiled loop (True), the pure-Python one (False), or the
-    ``AIOPIM_ISA_JIT`` default (None) for the runs that start afterwards."""
-    global _jit_override
-    _jit_override = enabled
-
-
-def jit_enabled() -> bool:
-    """Whether runs starting now use the compiled loop."""
-    return I.jit_enabled_by_default() if _jit_override is None else _jit_override
 
 
 # ================================================================================================
@@ -105,40 +92,6 @@ class DecodedBinary:
     code: npt.NDArray[np.int64]
     #: (instruction index, name) of the functions and labels of ``.text``, sorted
     functions: list[tuple[int, str]]
-    #: DPUs started with it in the compiled loop, and its compiled fast step (see
-    #: :func:`compiled_step`): None until asked for, 0 if it keeps the generic one
-    starts: int = 0
-    step: int | None = None
-    #: whether its step can be had without compiling it (None: not asked yet)
-    step_ready: bool | None = None
-
-
-#: ``AIOPIM_ISA_STEP=auto`` (the default): a binary whose step is not compiled yet gets it once
-#: this many DPUs have started it (a rank's worth: compiling costs seconds the first time)
-STEP_AFTER_STARTS: Final = 64
-
-
-def compiled_step(binary: DecodedBinary) -> int:
-    """The address of ``binary``'s own compiled fast step for a DPU starting it in the compiled
-    loop (0: the generic step). ``AIOPIM_ISA_STEP``: ``auto`` (default) at once when the step
-    was compiled already at the binary's first start (in this process, or into numba's disk
-    cache by an earlier one), else once the binary has started on :data:`STEP_AFTER_STARTS`
-    DPUs; ``1`` always, ``0`` never.
-    Results are the same either way; only the speed differs."""
-    mode = os.environ.get("AIOPIM_ISA_STEP", "auto").strip().lower()
-    if mode in ("0", "off", "no", "false", ""):
-        return 0
-    binary.starts += 1
-    if binary.step is None:
-        from ._specialize import step_address, step_ready
-
-        if mode == "auto" and binary.starts < STEP_AFTER_STARTS:
-            if binary.step_ready is None:
-                binary.step_ready = step_ready(binary.code)
-            if not binary.step_ready:
-                return 0
-        binary.step = step_address(binary.code)
-    return binary.step
 
 
 #: the largest IRAM of any chip, in bytes (what a loaded program can occupy)
@@ -240,9 +193,8 @@ class IsaRunner(DpuRunner):
         chip = dpu.chip
         n = chip.nr_threads
         self.nr_threads = n
-        self.regs, self.th, self.dv, self.atomic, self.dma = I.fresh_state(n, 0, 0)
-        self.scratch = I.scratch(n)
-        self.th[0, I.T_RUN] = I.RUN_STOPPED
+        self.regs, self.th, self.dv, self.atomic, self.dma = _interp.fresh_state(n, 0, 0)
+        self.th[0, L.T_RUN] = L.RUN_STOPPED
         self.program: ElfProgram | None = None
         self.binary: DecodedBinary | None = None
         self.code: npt.NDArray[np.int64] = np.zeros((0, NCOL), np.int64)
@@ -250,19 +202,16 @@ class IsaRunner(DpuRunner):
         self.run_id = 0
         self.boot_ps = 0
         #: MRAM pages the batched loop may use (see :meth:`IsaScheduler._export_pages`)
-        self.pmap = np.full(_NR_PAGES, I.PM_UNKNOWN, np.int64)
+        self.pmap = np.full(_NR_PAGES, L.PM_UNKNOWN, np.int64)
         self.pmap_gen = -1
         self.pmap_table: object = None
         self.pmap_pages: dict[int, Any] = {}
         self.trace: collections.deque[tuple[int, int, int, str]] | None = None
-        self._run = I.get_run(False)
+        #: the interpreter module of the run (see :mod:`._engine`) and its view of the arrays
+        self.engine: Any = _interp
+        self.core: Any = None
         #: the state at the start of a speculative run (see :meth:`IsaScheduler._speculate`)
         self._saved: tuple[npt.NDArray[Any], ...] = ()
-        #: the addresses of those copies, in the order of ``_state`` (for the compiled batch)
-        self.saved_addresses = np.zeros(0, np.int64)
-        #: where that array is (``saved_addresses.ctypes.data``, kept: asking NumPy's ctypes
-        #: interface builds an object at each call)
-        self.saved_address = 0
         self._saved_code = self.code
         #: while speculating, once Python served a transfer (:meth:`keep_undo`), what it wrote
         #: outside that state: (in IRAM, address, old bytes)
@@ -277,7 +226,7 @@ class IsaRunner(DpuRunner):
 
     # -- DpuRunner ------------------------------------------------------------------------------
     def live_threads(self) -> int:
-        return int(np.count_nonzero(self.th[:, I.T_RUN])) if self.active else 0
+        return int(np.count_nonzero(self.th[:, L.T_RUN])) if self.active else 0
 
     def halt(self) -> None:
         if self.active:
@@ -294,35 +243,37 @@ class IsaRunner(DpuRunner):
         self.program = program
         self.binary = decoded_binary(program)
         self.code = self._launch_code(self.binary)
-        self.regs, self.th, self.dv, self.atomic, self.dma = I.fresh_state(
+        self.regs, self.th, self.dv, self.atomic, self.dma = _interp.fresh_state(
             self.nr_threads, len(self.dpu.iram), self.dpu.mram.size
         )
-        self.scratch = I.scratch(self.nr_threads)
         self._hw_sources = []
         self._saved = ()  # new arrays: the checkpoint's copies are made again at the next one
-        self.saved_address = 0
         self.boot_ps = self.dpu.kernel.now
         num, den = _clock_ratio(self.dpu.chip.frequency_hz)
-        self.dv[I.D_BOOT_PS] = self.boot_ps
-        self.dv[I.D_WBLOCK] = I.wram_block_shift(len(self.dpu.wram))
-        held = np.flatnonzero(self.pmap != I.PM_UNKNOWN)  # the page map outlives a run
-        self.dv[I.D_PAGES] = int(held[-1]) + 1 if len(held) else 0
-        self.dv[I.D_PS_NUM] = num
-        self.dv[I.D_PS_DEN] = den
+        self.dv[L.D_BOOT_PS] = self.boot_ps
+        self.dv[L.D_WBLOCK] = _interp.wram_block_shift(len(self.dpu.wram))
+        held = np.flatnonzero(self.pmap != L.PM_UNKNOWN)  # the page map outlives a run
+        self.dv[L.D_PAGES] = int(held[-1]) + 1 if len(held) else 0
+        self.dv[L.D_PS_NUM] = num
+        self.dv[L.D_PS_DEN] = den
         self.run_id += 1
         self.active = True
-        jit = jit_enabled()
-        self._run = I.get_run(jit)
-        if jit and self.code is self.binary.code:
-            waiting = self.binary.step is None
-            step = self.dv[I.D_STEP] = compiled_step(self.binary)
-            if waiting and step:
-                # the binary just got its step: the DPUs already running it take it too
-                for r in _scheduler(self.dpu.kernel).booted:
-                    if r.active and r.binary is self.binary and r.code is self.binary.code:
-                        r.dv[I.D_STEP] = step
+        scheduler = _scheduler(self.dpu.kernel)
+        self.engine = scheduler.engine
+        self.core = self.engine.Core(
+            self.code,
+            self.regs,
+            self.th,
+            self.dv,
+            self.atomic,
+            self.dpu.wram,
+            self.dma,
+            self.pmap,
+            scheduler.pages,
+            self.hw,
+        )
         self.trace = collections.deque(maxlen=self.trace_length) if self.trace_length > 0 else None
-        _scheduler(self.dpu.kernel).add(self)
+        scheduler.add(self)
 
     def _launch_code(self, binary: DecodedBinary) -> npt.NDArray[np.int64]:
         """The binary's shared rows, unless this DPU's IRAM no longer holds the binary's
@@ -341,7 +292,7 @@ class IsaRunner(DpuRunner):
     def first_cycle_at(self, ps: int) -> int:
         """The first cycle of this run whose time is at or after ``ps``."""
         if ps >= INFINITY:
-            return I.BIG
+            return L.BIG
         dt = ps - self.boot_ps
         if dt <= 0:
             return 0
@@ -356,22 +307,22 @@ class IsaRunner(DpuRunner):
     @property
     def cycles(self) -> int:
         """Cycles run so far."""
-        return int(self.dv[I.D_CYCLE])
+        return int(self.dv[L.D_CYCLE])
 
     @property
     def dma_requests(self) -> int:
         """DMA requests served in this run."""
-        return int(self.dv[I.D_DMA_REQS])
+        return int(self.dv[L.D_DMA_REQS])
 
     @property
     def dma_bytes(self) -> int:
         """Bytes moved by this run's DMA requests."""
-        return int(self.dv[I.D_DMA_BYTES])
+        return int(self.dv[L.D_DMA_BYTES])
 
     @property
     def instructions(self) -> int:
         """Instructions issued so far in this run."""
-        return int(self.dv[I.D_INSTR])
+        return int(self.dv[L.D_INSTR])
 
     def advance(self, until_ps: int) -> _Outcome | None:
         """Execute the instructions issued before ``until_ps``; the outcome if the run ended."""
@@ -380,24 +331,13 @@ class IsaRunner(DpuRunner):
         if cap is not None:
             limit = min(limit, cap)
         dpu = self.dpu
-        step = I.BIG if self.trace is None else 1
+        step = L.BIG if self.trace is None else 1
         while True:
-            reason = self._run(
-                self.code,
-                self.regs,
-                self.th,
-                self.dv,
-                self.atomic,
-                dpu.wram,
-                self.dma,
-                limit,
-                step,
-                self.scratch,
-            )
+            reason = self.engine.run(self.core, limit, step)
             if self.trace is not None:
                 self._record_trace()
-            if reason == I.R_LIMIT:
-                if cap is not None and self.dv[I.D_CYCLE] >= cap:
+            if reason == L.R_LIMIT:
+                if cap is not None and self.dv[L.D_CYCLE] >= cap:
                     self.active = False
                     reason_text = (
                         f"DPU {dpu.name} still running after {cap} cycles "
@@ -405,24 +345,22 @@ class IsaRunner(DpuRunner):
                     )
                     return _Outcome(self.time_of(cap), True, reason_text)
                 return None
-            if reason == I.R_STEP:
+            if reason == L.R_STEP:
                 continue
-            if reason == I.R_DMA_REQUEST:
-                self._dma_request()
-            elif reason == I.R_DMA_DUE:
-                self._dma_due()
-            elif reason == I.R_END:
+            if reason == L.R_DMA_DUE:
+                _scheduler(dpu.kernel).python_dma(self)
+            elif reason == L.R_END:
                 self.active = False
-                return _Outcome(self.time_of(int(self.dv[I.D_END])), False)
+                return _Outcome(self.time_of(int(self.dv[L.D_END])), False)
             else:
                 self.active = False
                 return self._fault()
 
     def _record_trace(self) -> None:
         assert self.trace is not None and self.program is not None
-        if self.dv[I.D_INSTR] == 0:
+        if self.dv[L.D_INSTR] == 0:
             return
-        key = (int(self.dv[I.D_LAST]), int(self.dv[I.D_RR]), int(self.dv[I.D_LAST_PC]))
+        key = (int(self.dv[L.D_LAST]), int(self.dv[L.D_RR]), int(self.dv[L.D_LAST_PC]))
         if self.trace and self.trace[-1][:3] == key:
             return
         self.trace.append((*key, describe_instruction(self.program, key[2])))
@@ -443,23 +381,23 @@ class IsaRunner(DpuRunner):
         if not self.active or not _scheduler(self.dpu.kernel).takes_host_writes():
             return None
         dv = self.dv
-        n = int(dv[I.D_HW_N])
-        if dv[I.D_HW_DONE] == n:  # all done: start the list afresh
+        n = int(dv[L.D_HW_N])
+        if dv[L.D_HW_DONE] == n:  # all done: start the list afresh
             n = 0
-            dv[I.D_HW_DONE] = 0
+            dv[L.D_HW_DONE] = 0
             self._hw_sources = []
         if n == len(self.hw):
             self.hw = np.concatenate([self.hw, np.zeros_like(self.hw)])
-            _scheduler(self.dpu.kernel).set_host_writes(self)
-        num, den = int(dv[I.D_PS_NUM]), int(dv[I.D_PS_DEN])
+            self.core.set_hw(self.hw)
+        num, den = int(dv[L.D_PS_NUM]), int(dv[L.D_PS_DEN])
         self.hw[n] = (
-            I.first_cycle(time_ps, int(dv[I.D_BOOT_PS]), num, den),
+            _interp.first_cycle(time_ps, int(dv[L.D_BOOT_PS]), num, den),
             address,
             data.ctypes.data if source is None else source,
             len(data),
         )
         self._hw_sources.append(data)  # kept alive until the list starts afresh
-        dv[I.D_HW_N] = n + 1
+        dv[L.D_HW_N] = n + 1
         return (self.run_id << 32) | n
 
     def wrote(self, write: int) -> bool:
@@ -468,29 +406,26 @@ class IsaRunner(DpuRunner):
         n = write & 0xFFFFFFFF
         if write >> 32 != self.run_id:
             return False  # another run's
-        if self.dv[I.D_HW_DONE] > n:
+        if self.dv[L.D_HW_DONE] > n:
             return True
         if self.active:  # the run is at the write's time
-            self.dv[I.D_HW_DONE] = n + 1
+            self.dv[L.D_HW_DONE] = n + 1
         return False
 
     # -- speculation ----------------------------------------------------------------------------
     def _state(self) -> tuple[npt.NDArray[Any], ...]:
-        # not the work array: a rollback drops the window pattern it holds (see rollback)
         return (self.regs, self.th, self.dv, self.atomic, self.dma, self.dpu.wram)
 
-    def checkpoint_copies(self) -> int:
-        """Where the checkpoint's copies of the arrays (registers, threads, DPU scalars, atomic
-        bits, DMA engine, WRAM) go, allocated at the first checkpoint: the address of
-        their addresses (:attr:`saved_addresses`), for the compiled batch, which makes the copies
-        right before the DPU runs (else :meth:`save_state`). The loop writes only MRAM pages its
+    def checkpoint(self) -> None:
+        """Have the batch make the checkpoint's copies of the arrays (registers, threads, DPU
+        scalars, atomic bits, DMA engine; WRAM block by block before each block's first write)
+        right before the DPU next runs, on its worker thread. The loop writes only MRAM pages its
         map marks writable: the marks are cleared with the copies, and while the scheduler
         speculates a page gets its mark back once its bytes are kept (:meth:`keep_undo`)."""
         if not self._saved:
             self._saved = tuple(np.empty_like(a) for a in self._state())
-            self.saved_addresses = np.array([a.ctypes.data for a in self._saved], np.int64)
-            self.saved_address = self.saved_addresses.ctypes.data
-        return self.saved_address
+            self.core.set_checkpoint(self._saved)
+        self.core.save = 1
 
     def keep_undo(self) -> bool:
         """While the scheduler speculates, before Python serves one of this DPU's transfers:
@@ -506,8 +441,11 @@ class IsaRunner(DpuRunner):
 
     def save_state(self) -> None:
         """The checkpoint's copies of the arrays (all of WRAM), and the loop's MRAM write marks
-        cleared."""
-        self.dv[I.D_WKEEP] = 0
+        cleared, made now (outside the batch)."""
+        if not self._saved:
+            self._saved = tuple(np.empty_like(a) for a in self._state())
+            self.core.set_checkpoint(self._saved)
+        self.dv[L.D_WKEEP] = 0
         for saved, live in zip(self._saved, self._state(), strict=True):
             np.copyto(saved, live)
         np.bitwise_and(self.pmap, ~1, out=self.pmap, where=self.pmap >= 0)
@@ -523,17 +461,14 @@ class IsaRunner(DpuRunner):
         """Undo everything since the checkpoint (the DPU is running again)."""
         dpu = self.dpu
         # WRAM: the whole copy (save_state), or the blocks the compiled batch kept
-        keeping = bool(self.dv[I.D_WKEEP])
-        kept = int(self.dv[I.D_WKEPT])
-        shift = int(self.dv[I.D_WBLOCK])
-        pages = int(self.dv[I.D_PAGES])  # the page map is not rolled back
+        keeping = bool(self.dv[L.D_WKEEP])
+        kept = int(self.dv[L.D_WKEPT])
+        shift = int(self.dv[L.D_WBLOCK])
+        pages = int(self.dv[L.D_PAGES])  # the page map is not rolled back
         for saved, live in zip(self._saved, self._state(), strict=True):
             if live is not dpu.wram:
                 np.copyto(live, saved)
-        self.dv[I.D_PAGES] = pages
-        # the work array was not copied: its window pattern is that of a later cycle, so the
-        # loop finds the pattern again (windows are exact wherever they open)
-        self.dv[I.D_AGAIN] = 0
+        self.dv[L.D_PAGES] = pages
         saved_wram = self._saved[-1]
         if not keeping:
             np.copyto(dpu.wram, saved_wram)
@@ -549,44 +484,44 @@ class IsaRunner(DpuRunner):
                 else:
                     dpu.mram.write(address, old)
             self.code = self._saved_code
+            self.core.set_code(self.code)
         self.commit()
         self.active = True
 
     # -- DMA ------------------------------------------------------------------------------------
-    def _dma_request(self) -> None:
-        I.dma_request(self.th, self.dv, self.dma)
-
     def _dma_due(self) -> None:
-        c = int(self.dv[I.D_CYCLE])
+        c = int(self.dv[L.D_CYCLE])
         dpu = self.dpu
-        nxt = I.BIG
+        nxt = L.BIG
         for t in range(self.nr_threads):
-            if self.th[t, I.T_RUN] != I.RUN_DMA:
+            if self.th[t, L.T_RUN] != L.RUN_DMA:
                 continue
-            due = int(self.th[t, I.T_NEXT])
+            due = int(self.th[t, L.T_NEXT])
             if due > c:
                 nxt = min(nxt, due)
                 continue
             kind, waddr, maddr, size = (int(v) for v in self.dma[t])
             undo = self._undo
-            if kind == I.DMA_LDMA:
-                I.keep_wram(self.dv, dpu.wram, waddr, waddr + size)
+            if kind == L.DMA_LDMA:
+                self.engine.keep_wram(self.core, waddr, waddr + size)
                 dpu.wram[waddr : waddr + size] = dpu.mram.read(maddr, size)
-            elif kind == I.DMA_SDMA:
+            elif kind == L.DMA_SDMA:
                 if undo is not None:
-                    first, last = maddr >> I.PAGE_SHIFT, (maddr + size - 1) >> I.PAGE_SHIFT
+                    first, last = maddr >> L.PAGE_SHIFT, (maddr + size - 1) >> L.PAGE_SHIFT
                     for p in range(first, last + 1):
                         if p not in self.saved_pages:
                             self.saved_pages.add(p)
-                            start = p << I.PAGE_SHIFT
-                            undo.append((False, start, dpu.mram.read(start, 1 << I.PAGE_SHIFT)))
+                            start = p << L.PAGE_SHIFT
+                            undo.append((False, start, dpu.mram.read(start, 1 << L.PAGE_SHIFT)))
+                # private pages, even for zeros: the loop then writes them itself from now on
+                dpu.mram.own_pages(maddr >> L.PAGE_SHIFT, (maddr + size - 1) >> L.PAGE_SHIFT)
                 dpu.mram.write(maddr, dpu.wram[waddr : waddr + size].copy())
             else:
                 if undo is not None:
                     undo.append((True, waddr, dpu.iram[waddr : waddr + size].copy()))
                 self._load_iram(waddr, dpu.mram.read(maddr, size))
-            self.th[t, I.T_RUN] = I.RUN_READY
-        self.dv[I.D_DMA_MIN] = nxt
+            self.th[t, L.T_RUN] = L.RUN_READY
+        self.dv[L.D_DMA_MIN] = nxt
 
     def _load_iram(self, address: int, data: npt.NDArray[np.uint8]) -> None:
         """``ldmai``: new instructions in this DPU's IRAM (a private copy of the rows)."""
@@ -601,31 +536,31 @@ class IsaRunner(DpuRunner):
         code[len(self.code) :, 0] = OP_ILLEGAL  # until written
         code[first:end] = rows
         self.code = code
-        self.dv[I.D_STEP] = 0  # the binary's compiled step no longer matches the rows
+        self.core.set_code(code)
 
     # -- faults ---------------------------------------------------------------------------------
     def _fault(self) -> _Outcome:
         dv = self.dv
-        kind = int(dv[I.D_FKIND])
-        t, pc = int(dv[I.D_FTHREAD]), int(dv[I.D_FPC])
-        addr = int(dv[I.D_FADDR])
+        kind = int(dv[L.D_FKIND])
+        t, pc = int(dv[L.D_FTHREAD]), int(dv[L.D_FPC])
+        addr = int(dv[L.D_FADDR])
         code: int | None = None
-        if kind == I.FK_SOFTWARE:
-            code = int(dv[I.D_FCODE])
+        if kind == L.FK_SOFTWARE:
+            code = int(dv[L.D_FCODE])
             meaning = RUNTIME_FAULTS.get(code)
             what = f"fault {code}" + (f" ({meaning})" if meaning else "")
-        elif kind == I.FK_MEMORY:
+        elif kind == L.FK_MEMORY:
             what = f"memory fault: WRAM access at {addr:#x} is misaligned or out of range"
-        elif kind == I.FK_SAFE:
+        elif kind == L.FK_SAFE:
             what = f"memory fault: safe register bound exceeded (offset {addr:#x})"
-        elif kind == I.FK_DMA:
+        elif kind == L.FK_DMA:
             what = f"DMA fault: transfer range at {addr:#x} leaves the memory"
-        elif kind == I.FK_PC:
+        elif kind == L.FK_PC:
             n = len(self.code)
             what = f"PC {pc} is outside the loaded program ({n} instructions)"
-        elif kind == I.FK_THREAD:
+        elif kind == L.FK_THREAD:
             what = f"thread {addr} does not exist (the DPU has {self.nr_threads} threads)"
-        elif kind == I.FK_UNIMPLEMENTED:
+        elif kind == L.FK_UNIMPLEMENTED:
             what = "unimplemented instruction"
         else:
             status = int(self.code[pc, C_STATUS]) if 0 <= pc < len(self.code) else 1
@@ -643,7 +578,7 @@ class IsaRunner(DpuRunner):
             reason += f": {what}; instruction {describe_instruction(self.program, pc)}"
         else:
             reason += f": {what}"
-        return _Outcome(self.time_of(int(dv[I.D_CYCLE])), True, reason, code, t)
+        return _Outcome(self.time_of(int(dv[L.D_CYCLE])), True, reason, code, t)
 
     def schedule_report(self, outcome: _Outcome) -> None:
         """A kernel event at the outcome's time that tells the DPU its run ended."""
@@ -668,41 +603,36 @@ class IsaRunner(DpuRunner):
 class IsaScheduler:
     """Advances every running interpreter DPU of one kernel (see the module docstring).
 
-    The running DPUs advance in one call of the loop per chunk (:func:`_interp.run_dpus` over
-    lists of their state); a DPU returns to Python only to end, to fault, or for a transfer
-    whose MRAM page the loop does not hold (then Python serves it and hands the loop the page:
-    a DPU's page map stays valid while its MRAM bank keeps the same page objects)."""
+    The running DPUs advance in one call of the batch per chunk (:func:`_interp.run_cores`,
+    split over worker threads, each DPU run without the GIL); a DPU returns to Python only to
+    end, to fault, or for a transfer the loop cannot serve (an ``ldmai``, or an MRAM page it
+    does not hold or may not write: Python serves it and hands the loop the page, private and
+    writable from then on; a DPU's page map stays valid while its MRAM bank keeps the same page
+    objects)."""
 
-    #: page references kept before the shared page list is started afresh
+    #: page references kept before the shared page table is started afresh
     MAX_PAGES: ClassVar[int] = 1 << 16
 
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
+        #: the interpreter module the DPUs of this kernel run on (see :mod:`._engine`)
+        self.engine: Any = _engine.engine()
         #: the runners booted and not removed, in boot order (a dict: O(1) membership for
         #: thousands of DPUs)
         self.booted: dict[IsaRunner, None] = {}
         #: the active ones among them (rebuilt by :meth:`_active` when the set may have changed)
         self.runners: list[IsaRunner] = []
         self.entry: Entry | None = None
-        # the state lists of the batched loop, for the runners in ``_slots``
-        self._slots: dict[IsaRunner, int] = {}
-        self._lists: tuple[Any, ...] = ()
-        self._pmaps: Any = None
-        self._run_dpus: Callable[..., int]
-        self._table = np.zeros((0, I.NA), np.int64)
-        self._page_addr = np.zeros(0, np.int64)
-        self._run_dpus = I.run_dpus
-        self._run_parallel: Callable[..., int] | None = None
-        self._jit = False
-        self._pages: Any = None
+        #: the MRAM pages the loop may use, shared by every DPU of the kernel
+        self.pages: Any = self.engine.PageTable()
         self._page_ids: dict[int, int] = {}
         self._gen = 0
         # bumped whenever the set of active runners may have changed; the active list and
-        # its rows in the batch are kept for that version
+        # its cores are kept for that version
         self._version = 0
         self._active_version = -1
-        self._sel = np.zeros(0, np.int64)
-        # MramBank.epoch (and page-list generation) when every page map was last checked
+        self._cores: list[Any] = []
+        # MramBank.epoch (and page-table generation) when every page map was last checked
         self._checked: tuple[int, int] = (-1, -1)
         #: speculative scheduler events, and DPUs they sent back to their checkpoint
         self.speculations = 0
@@ -711,16 +641,12 @@ class IsaScheduler:
         self._open = False
         #: the DPUs that kept an undo list in it (:meth:`IsaRunner.keep_undo`)
         self._undoing: list[IsaRunner] = []
-        #: the addresses of the checkpoint copies of the DPUs of selection ``_copies_sel``
-        self._copies = np.zeros(0, np.int64)
-        self._copies_sel: npt.NDArray[np.int64] | None = None
         #: how many polling latencies the next speculative event may run ahead
         self._reach = _MAX_CHUNKS
 
     def add(self, runner: IsaRunner) -> None:
         """A DPU booted at the current time."""
         self.booted.setdefault(runner)
-        self._slots = {}  # its state arrays are new: rebuild the lists
         self._version += 1
         if self.entry is None:
             k = self.kernel
@@ -737,83 +663,33 @@ class IsaScheduler:
             self.runners = [r for r in self.booted if r.active]
             self.booted = dict.fromkeys(self.runners)
             self._active_version = self._version
-            self._sel = np.zeros(0, np.int64)
+            self._cores = [r.core for r in self.runners]
         return self.runners
 
     # -- the batched loop -----------------------------------------------------------------------
     def _batched(self) -> bool:
         return IsaRunner.trace_length <= 0 and IsaRunner.max_run_cycles is None
 
-    def _build(self, runners: list[IsaRunner]) -> None:
-        jit = jit_enabled()
-        if jit != self._jit or self._pages is None:
-            self._jit = jit
-            self._new_pages()
-        self._slots = {r: i for i, r in enumerate(runners)}
-        self._sel = np.zeros(0, np.int64)
-        if jit:
-            # compiled: one row of array addresses per DPU (the runners keep the arrays alive)
-            self._lists = ()
-            self._table = np.array(
-                [
-                    I.address_row(
-                        r.code,
-                        r.regs,
-                        r.th,
-                        r.dv,
-                        r.atomic,
-                        r.dpu.wram,
-                        r.dma,
-                        r.pmap,
-                        r.scratch,
-                        r.hw,
-                    )
-                    for r in runners
-                ],
-                np.int64,
-            ).reshape(len(runners), I.NA)
-            self._run_dpus = I.get_run_dpus_at()
-        else:
-            for r in runners:
-                r.dv[I.D_STEP] = 0  # a compiled step runs only in the compiled loop
-            self._lists = tuple(
-                [r.dpu.wram if name == "wram" else getattr(r, name) for r in runners]
-                for name in ("code", "regs", "th", "dv", "atomic", "wram", "dma", "scratch")
-            )
-            self._pmaps = [r.pmap for r in runners]
-            self._run_dpus = I.run_dpus
-
     def takes_host_writes(self) -> bool:
         """Whether host writes may be scheduled into the runs (:meth:`IsaRunner.write_at`):
-        the batch built for the running DPUs is the compiled one (it makes them), outside
-        exploration (where every event keeps its own scheduler event)."""
-        return self._batched() and self._jit and not self.kernel.exploring
-
-    def set_host_writes(self, r: IsaRunner) -> None:
-        """``r``'s list of host writes moved."""
-        slot = self._slots.get(r)
-        if slot is not None and self._jit:
-            self._table[slot, I.A_HW] = r.hw.ctypes.data
-
-    def _set_code(self, r: IsaRunner) -> None:
-        """``r``'s instruction rows may have changed (an ``ldmai``)."""
-        slot = self._slots[r]
-        if self._jit:
-            self._table[slot, I.A_CODE] = r.code.ctypes.data
-            self._table[slot, I.A_NCODE] = r.code.shape[0]
-        else:
-            self._lists[0][slot] = r.code
+        the batch makes them, outside exploration (where every event keeps its own scheduler
+        event)."""
+        return self._batched() and not self.kernel.exploring
 
     def _new_pages(self) -> None:
-        self._pages = [np.zeros(1, np.uint8)]  # index 0 unused (pmap entries are 2 * index + w)
-        self._page_addr = np.zeros(64, np.int64)
+        self.pages = self.engine.PageTable()
         self._page_ids = {}
         self._gen += 1
-        for r in self._slots:  # their maps point into the old list: forget them now
-            r.pmap.fill(I.PM_UNKNOWN)
-            r.pmap_pages = {}
-            r.pmap_gen = self._gen
-            r.pmap_table = r.dpu.mram._table
+        for r in self.booted:  # their maps point into the old table: forget them now
+            self._forget_pages(r)
+
+    def _forget_pages(self, r: IsaRunner) -> None:
+        r.pmap.fill(L.PM_UNKNOWN)
+        r.pmap_pages = {}
+        r.pmap_gen = self._gen
+        r.pmap_table = r.dpu.mram._table
+        if r.core is not None:
+            r.core.pages = self.pages
 
     def _check_pages(self, r: IsaRunner) -> None:
         """Forget ``r``'s page map when its MRAM bank no longer holds those pages."""
@@ -825,40 +701,32 @@ class IsaScheduler:
                 return
         elif r.pmap_gen == self._gen and r.pmap_table is r.dpu.mram._table:
             return
-        r.pmap.fill(I.PM_UNKNOWN)
-        r.pmap_pages = {}
-        r.pmap_gen = self._gen
-        r.pmap_table = r.dpu.mram._table
+        self._forget_pages(r)
 
     def _export_pages(self, r: IsaRunner, first: int, last: int) -> None:
         """Hand the loop ``r``'s MRAM pages ``first..last``."""
         self._check_pages(r)
         if len(self._page_ids) >= self.MAX_PAGES:
             self._new_pages()
-            self._check_pages(r)
         tab = r.pmap_table
         for p in range(first, last + 1):
             page = tab[p] if isinstance(tab, list) and p < len(tab) else None
             if page is None:
-                r.pmap[p] = I.PM_ZERO
+                r.pmap[p] = L.PM_ZERO
             else:
                 idx = self._page_ids.get(id(page))
                 if idx is None:
-                    idx = self._page_ids[id(page)] = len(self._pages)
-                    self._pages.append(page)
-                    if idx >= len(self._page_addr):
-                        self._page_addr = np.resize(self._page_addr, 2 * idx)
-                    self._page_addr[idx] = page.ctypes.data
+                    idx = self._page_ids[id(page)] = self.pages.add(page)
                 # writable: a private page, whose old bytes are kept if the DPU speculates
                 writable = page.flags.writeable and (not self._open or p in r.saved_pages)
                 r.pmap[p] = 2 * idx + (1 if writable else 0)
             r.pmap_pages[p] = page
-        if last >= r.dv[I.D_PAGES]:
-            r.dv[I.D_PAGES] = last + 1
+        if last >= r.dv[L.D_PAGES]:
+            r.dv[L.D_PAGES] = last + 1
 
-    def _python_dma(self, r: IsaRunner) -> None:
-        """Serve the due transfers in Python, then give the loop their pages."""
-        c = int(r.dv[I.D_CYCLE])
+    def python_dma(self, r: IsaRunner) -> None:
+        """Serve ``r``'s due transfers in Python, then give the loop their pages."""
+        c = int(r.dv[L.D_CYCLE])
         if self._open:
             if r.keep_undo():
                 self._undoing.append(r)
@@ -866,18 +734,18 @@ class IsaScheduler:
         spans = [
             (int(r.dma[t, 2]), int(r.dma[t, 3]))
             for t in range(r.nr_threads)
-            if r.th[t, I.T_RUN] == I.RUN_DMA and r.th[t, I.T_NEXT] <= c
+            if r.th[t, L.T_RUN] == L.RUN_DMA and r.th[t, L.T_NEXT] <= c
         ]
         r._dma_due()
         for maddr, size in spans:
-            self._export_pages(r, maddr >> I.PAGE_SHIFT, (maddr + size - 1) >> I.PAGE_SHIFT)
+            self._export_pages(r, maddr >> L.PAGE_SHIFT, (maddr + size - 1) >> L.PAGE_SHIFT)
 
     def _advance_all(
         self, active: list[IsaRunner], until_ps: int, save: bool = False
     ) -> list[tuple[int, _Outcome]]:
         """Advance every runner of ``active`` to ``until_ps``; the index in ``active`` and the
-        outcome of each whose run ended. ``save``: first make each one's checkpoint copies
-        (after :meth:`IsaRunner.checkpoint`), in the compiled batch when it runs them."""
+        outcome of each whose run ended. ``save``: first make each one's checkpoint (in the
+        batch when it runs them)."""
         if not self._batched():
             if save:
                 for r in active:
@@ -887,36 +755,15 @@ class IsaScheduler:
             if stopped:
                 self._version += 1
             return stopped
-        if active is self.runners and len(self._sel) == len(active):
-            sel = self._sel
-        else:
-            slots = self._slots
-            if any(r not in slots for r in active):
-                self._build(active)
-                slots = self._slots
-            sel = np.fromiter((slots[r] for r in active), np.int64, len(active))
-            if active is self.runners:
-                self._sel = sel
         if save:
-            # the compiled batch makes them right before the DPU runs, on its thread
-            if self._jit:
-                if self._copies_sel is not sel:
-                    # the same until the set of DPUs changes (a DPU that boots again gets new
-                    # copies, and its booting makes a new selection)
-                    self._copies = np.array(
-                        [r.saved_address or r.checkpoint_copies() for r in active], np.int64
-                    )
-                    self._copies_sel = sel
-                self._table[sel, I.A_SAVE] = self._copies
-            else:
-                for r in active:
-                    r.checkpoint_copies()
-                    r.save_state()
+            for r in active:
+                r.checkpoint()
+        cores = self._cores if active is self.runners else [r.core for r in active]
         ended: list[tuple[int, _Outcome]] = []
-        todo = list(range(len(active)))  # the indices in ``active`` of ``sel``
+        todo = list(range(len(active)))  # the indices in ``active`` of ``cores``
         while True:
-            reasons = np.zeros(len(sel), np.int64)
-            if not self._call(sel, until_ps, reasons):
+            reasons = np.zeros(len(cores), np.int64)
+            if not self._call(cores, until_ps, reasons):
                 return ended
             # a DPU that needed Python for a transfer goes on in another pass
             again: list[int] = []
@@ -924,40 +771,38 @@ class IsaScheduler:
                 j = todo[i]
                 r = active[j]
                 reason = int(reasons[i])
-                if reason == I.R_DMA_DUE:
-                    self._python_dma(r)
-                    self._set_code(r)
+                if reason == L.R_DMA_DUE:
+                    self.python_dma(r)
                     again.append(j)
                     continue
                 r.active = False
                 self._version += 1
-                if reason == I.R_END:
-                    ended.append((j, _Outcome(r.time_of(int(r.dv[I.D_END])), False)))
+                if reason == L.R_END:
+                    ended.append((j, _Outcome(r.time_of(int(r.dv[L.D_END])), False)))
                 else:
                     ended.append((j, r._fault()))
             if not again:
                 return ended
             todo = again
-            sel = np.fromiter((self._slots[active[j]] for j in todo), np.int64, len(todo))
+            cores = [active[j].core for j in todo]
 
-    def _call(
-        self, sel: npt.NDArray[np.int64], until_ps: int, reasons: npt.NDArray[np.int64]
-    ) -> int:
-        """One call of the batched loop, split over numba's worker threads when compiled (each
-        DPU runs on exactly one thread, so results do not depend on the split)."""
-        if self._jit:
-            args: tuple[Any, ...] = (self._table, self._page_addr)
-        else:
-            args = (*self._lists, self._pages, self._pmaps)
-        workers = _workers() if self._jit else 1
-        n = len(sel)
+    def _call(self, cores: list[Any], until_ps: int, reasons: npt.NDArray[np.int64]) -> int:
+        """One call of the batch, split over worker threads on the compiled engine (each DPU
+        runs on exactly one thread, so results do not depend on the split)."""
+        run_cores = self.engine.run_cores
+        n = len(cores)
+        workers = _workers() if self.engine.compiled else 1
         if workers <= 1 or n < 2 * _MIN_DPUS_PER_THREAD:
-            return int(self._run_dpus(*args, sel, until_ps, reasons))
+            return int(run_cores(cores, until_ps, reasons))
         parts = min(workers, n // _MIN_DPUS_PER_THREAD)
-        if self._run_parallel is None:
-            self._run_parallel = I.get_run_dpus_parallel()
-        with _PARALLEL_LOCK:
-            return int(self._run_parallel(*args, sel, until_ps, reasons, parts))
+        bounds = [n * p // parts for p in range(parts + 1)]
+        pool = _pool(parts)
+        futures = [
+            pool.submit(run_cores, cores[bounds[p] : bounds[p + 1]], until_ps, reasons, bounds[p])
+            for p in range(1, parts)
+        ]
+        need = int(run_cores(cores[: bounds[1]], until_ps, reasons))
+        return need + sum(int(f.result()) for f in futures)
 
     def _speculate(self, active: list[IsaRunner], now: int, target: int) -> int:
         """What the chunks below do from ``now`` to ``target``, in one call of the loop: every
@@ -979,7 +824,7 @@ class IsaScheduler:
         for j, out in ended:
             r = active[j]
             finished.add(j)
-            issued = out.time_ps if out.fault else r.time_of(int(r.dv[I.D_LAST]))
+            issued = out.time_ps if out.fault else r.time_of(int(r.dv[L.D_LAST]))
             if issued < stop:
                 # the chunk that would have seen it end, and the passes of that chunk's loop
                 # calls before it (one more after each transfer Python served)
@@ -1001,7 +846,6 @@ class IsaScheduler:
             for r in redo:
                 r.rollback()
                 self._check_pages(r)
-                self._set_code(r)
             self._version += 1
             # the same instructions again, now to ``stop``: none of these DPUs issued an
             # instruction that ends its run before ``stop``, so none ends
@@ -1045,7 +889,7 @@ class IsaScheduler:
         horizon = min(k.limit, INFINITY if nxt is None else nxt)
         # the host acts only between scheduler events: check the page maps here, when some
         # MRAM bank's page table may have changed since the last check
-        if self._batched() and self._checked != (MramBank.epoch, self._gen):
+        if self._checked != (MramBank.epoch, self._gen):
             for r in active:
                 self._check_pages(r)
             self._checked = (MramBank.epoch, self._gen)
@@ -1080,9 +924,20 @@ _SPECULATE_CHUNKS = 2
 _MAX_REACH = 1 << 14
 #: fewer DPUs than this per thread are not worth a thread
 _MIN_DPUS_PER_THREAD = 16
-#: one batch split over numba's worker threads at a time (numba's "workqueue" threading layer,
-#: used where no OpenMP or TBB is found, must not be entered from two threads at once)
-_PARALLEL_LOCK = threading.Lock()
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool(parts: int) -> concurrent.futures.ThreadPoolExecutor:
+    """The worker threads of the batch (``parts - 1`` of them at least; the caller's thread
+    runs one share)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL._max_workers < parts - 1:
+            _POOL = concurrent.futures.ThreadPoolExecutor(
+                max_workers=max(parts - 1, 1), thread_name_prefix="aiopim-dpus"
+            )
+        return _POOL
 
 
 def _workers() -> int:

@@ -1,0 +1,29 @@
+"""The compiled instruction-set engine: ``aiopim/isa/_interp.py`` built by Cython (its pure-Python
+mode) into an extension module. The metadata lives in ``pyproject.toml``.
+
+The extension is optional: where it cannot be built (no C compiler), the package installs
+without it and runs the same file as plain Python, saying so once at the first DPU launch.
+"""
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+ENGINE = Extension(
+    "aiopim.isa._interp",
+    ["aiopim/isa/_interp.py"],
+    extra_compile_args=["-O3"],
+    optional=True,
+)
+
+setup(
+    ext_modules=cythonize(
+        [ENGINE],
+        compiler_directives={
+            "language_level": 3,
+            "boundscheck": False,
+            "wraparound": False,
+            "initializedcheck": False,
+            "cdivision": False,
+        },
+    ),
+)
