@@ -191,3 +191,35 @@ def test_zeros_stored_into_mram_never_written_are_served_in_the_loop(
         set_engine(None)
     assert resident == 1 << 16  # the page was made private
     assert len(served) == 4  # one per DPU: its first transfer into the page
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(words=programs(), seed=st.integers(0, 2**32 - 1), small=st.booleans())
+def test_fast_rows_issue_what_the_general_path_issues(
+    words: list[int], seed: int, small: bool
+) -> None:
+    """The one shortcut of the loop (rows of a fast kind issued from their packed words)
+    changes nothing: the same random programs with it off and on."""
+    from aiopim.isa import _interp
+
+    asm = Asm()
+    for w in words:
+        asm.raw(w)
+    rng = np.random.default_rng(seed)
+    machines = [Machine(asm, threads=16, jit=True) for _ in range(2)]
+    high = 1 << 8 if small else 1 << 32
+    regs = rng.integers(0, high, size=(16, 24), dtype=np.int64)
+    wram = rng.integers(0, 256, size=65536, dtype=np.uint8)
+    for m in machines:
+        m.regs[:, :24] = regs
+        m.wram[:] = wram
+    reasons = []
+    for fast, m in zip((False, True), machines, strict=True):
+        _interp.set_fast_rows(fast)
+        try:
+            reasons.append(m.run(cycles=4000, steps=300))
+        finally:
+            _interp.set_fast_rows(True)
+    assert reasons[0] == reasons[1]
+    for a, b in zip(_state(machines[0]), _state(machines[1]), strict=True):
+        assert np.array_equal(a, b)

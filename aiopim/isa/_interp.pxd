@@ -5,13 +5,6 @@ cdef enum:
     DMA_READ_ALPHA_CYCLES = 77
     DMA_WRITE_ALPHA_CYCLES = 61
     REVOLVER_CYCLES = 11
-    NDMA = 4
-    NHW = 4
-    NREG = 32
-    MAX31 = 2147483647
-    X_FAULT = 1
-    X_NEXT = 0
-    X_THREADS = 2
     D_BOOT_PS = 19
     D_CYCLE = 0
     D_DMA_BYTES = 24
@@ -50,13 +43,16 @@ cdef enum:
     FK_DMA = 3
     FK_ILLEGAL = 4
     FK_MEMORY = 2
-    FK_NONE = 0
     FK_PC = 5
     FK_SAFE = 8
     FK_SOFTWARE = 1
     FK_THREAD = 6
     FK_UNIMPLEMENTED = 7
+    MAX31 = 2147483647
     ND = 32
+    NDMA = 4
+    NHW = 4
+    NREG = 32
     NTH = 5
     PAGE_SHIFT = 16
     PM_UNKNOWN = -1
@@ -74,7 +70,9 @@ cdef enum:
     T_PC = 0
     T_RUN = 1
     T_ZF = 3
-    NCOL = 20
+    X_FAULT = 1
+    X_NEXT = 0
+    X_THREADS = 2
     C_AK = 4
     C_AV = 5
     C_BK = 6
@@ -86,6 +84,8 @@ cdef enum:
     C_DK = 1
     C_ENDIAN = 15
     C_FLAGS = 12
+    C_FW0 = 18
+    C_FW1 = 19
     C_MODE = 3
     C_OP = 0
     C_PC = 11
@@ -137,6 +137,30 @@ cdef enum:
     DK_PAIR = 4
     DK_PAIR_S = 2
     DK_REG = 1
+    FAST_ADD = 5
+    FAST_ADDC = 12
+    FAST_AND = 7
+    FAST_CALL = 3
+    FAST_LD = 2
+    FAST_LSL = 10
+    FAST_LSR = 11
+    FAST_LW = 1
+    FAST_OR = 8
+    FAST_SUB = 6
+    FAST_XOR = 9
+    FW_AREG = 16
+    FW_BREG = 17
+    FW_D = 10
+    FW_DREG = 9
+    FW_FLAGS = 7
+    FW_JUMP = 4
+    FW_KIND = 15
+    FW_PC = 32
+    JC_GEU = 5
+    JC_LTU = 4
+    JC_NZ = 3
+    JC_TRUE = 1
+    JC_Z = 2
     K_REG = 0
     MODE_JUMP = 2
     MODE_SET = 1
@@ -144,6 +168,7 @@ cdef enum:
     MUL_A_SIGNED = 2
     MUL_B_HIGH = 4
     MUL_B_SIGNED = 8
+    NCOL = 20
     OP_ACQUIRE = 48
     OP_ADD = 2
     OP_ADD_SAFE = 41
@@ -214,10 +239,10 @@ cdef enum:
 
 cdef extern from *:
     const double DMA_BETA_CYCLES_PER_BYTE "0.5"
+    const long long BIG "4611686018427387904LL"
     const long long EXT8 "4294967040LL"
     const long long EXT16 "4294901760LL"
+    const long long M32 "4294967295LL"
     const long long M64 "18446744073709551615LL"
     const long long MRAM_ALIGN "4294967288LL"
     const long long SIGN32 "2147483648LL"
-    const long long BIG "4611686018427387904LL"
-    const long long M32 "4294967295LL"

@@ -126,6 +126,8 @@ if not cython.compiled:
         C_DK,
         C_ENDIAN,
         C_FLAGS,
+        C_FW0,
+        C_FW1,
         C_MODE,
         C_OP,
         C_PC,
@@ -177,6 +179,30 @@ if not cython.compiled:
         DK_PAIR,
         DK_PAIR_S,
         DK_REG,
+        FAST_ADD,
+        FAST_ADDC,
+        FAST_AND,
+        FAST_CALL,
+        FAST_LD,
+        FAST_LSL,
+        FAST_LSR,
+        FAST_LW,
+        FAST_OR,
+        FAST_SUB,
+        FAST_XOR,
+        FW_AREG,
+        FW_BREG,
+        FW_D,
+        FW_DREG,
+        FW_FLAGS,
+        FW_JUMP,
+        FW_KIND,
+        FW_PC,
+        JC_GEU,
+        JC_LTU,
+        JC_NZ,
+        JC_TRUE,
+        JC_Z,
         K_REG,
         MODE_JUMP,
         MODE_SET,
@@ -268,6 +294,17 @@ __all__ = [
 
 #: whether this module runs compiled (the extension) or as plain Python
 compiled: bool = cython.compiled
+
+#: rows of a fast kind (see :func:`fast_row`) issue through their packed words (the general
+#: path otherwise: tests compare the two)
+fast_rows = cython.declare(cython.bint, True)
+
+
+def set_fast_rows(enabled: bool) -> None:
+    """Issue rows of a fast kind through :func:`fast_row` (True, the default) or the general
+    path."""
+    global fast_rows
+    fast_rows = enabled
 
 
 # ================================================================================================
@@ -428,18 +465,6 @@ def iv(v: cython.longlong) -> cython.longlong:
     if cython.compiled:
         return v
     return int(v)
-
-
-@cython.cfunc
-@cython.inline
-@cython.nogil
-@cython.exceptval(check=False)
-def low_bit(m: cython.longlong) -> cython.longlong:
-    """Index of the lowest set bit of ``m`` (> 0)."""
-    i: cython.longlong = 0
-    while (m >> i) & 1 == 0:
-        i += 1
-    return i
 
 
 @cython.ccall
@@ -784,6 +809,117 @@ def dma_request(
 
 
 @cython.cfunc
+@cython.inline
+@cython.nogil
+@cython.exceptval(check=False)
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def fast_row(
+    regs: cython.longlong[::1],
+    th: cython.longlong[::1],
+    wram: cython.uchar[::1],
+    t: cython.longlong,
+    pc: cython.longlong,
+    w0: cython.longlong,
+    w1: cython.longlong,
+) -> cython.bint:
+    """Issue a row of a fast kind (``C_FW0``: 32-bit add/sub/logic/shift with a register or
+    no destination, plain or with a true/z/nz/ltu/geu jump; aligned little-endian ``lw``/``ld``
+    with no flags; ``call``/``jump`` with no flags) from its two packed words; False (nothing
+    done) for an access the general path faults on, or an ``acquire``."""
+    f: cython.longlong = w0 & FW_KIND
+    av: cython.longlong = w1 & M32
+    bv: cython.longlong = (w1 >> 32) & M32
+    if (w0 >> FW_AREG) & 1:
+        av = iv(regs[t * NREG + av])
+    fx: cython.longlong
+    fa: cython.longlong
+    d: cython.longlong
+    if f >= FAST_ADD:
+        if (w0 >> FW_BREG) & 1:
+            bv = iv(regs[t * NREG + bv])
+        cy: cython.longlong = 0
+        if f == FAST_ADD:
+            fx = av + bv
+            cy = fx >> 32
+        elif f == FAST_SUB:
+            fx = av + ((~bv) & M32) + 1
+            cy = fx >> 32
+        elif f == FAST_AND:
+            fx = av & bv
+        elif f == FAST_OR:
+            fx = av | bv
+        elif f == FAST_XOR:
+            fx = av ^ bv
+        elif f == FAST_LSL:
+            fx = av << (bv & 31)
+        elif f == FAST_LSR:
+            fx = av >> (bv & 31)
+        elif f == FAST_ADDC:
+            fx = av + bv + iv(th[t * NTH + T_CF])
+            cy = fx >> 32
+        else:
+            fx = av + ((~bv) & M32) + iv(th[t * NTH + T_CF])
+            cy = fx >> 32
+        fx &= M32
+        jc: cython.longlong = (w0 >> FW_JUMP) & 7
+        taken: cython.bint = (
+            jc == JC_TRUE
+            or (jc == JC_Z and fx == 0)
+            or (jc == JC_NZ and fx != 0)
+            or (jc == JC_LTU and cy == 0)
+            or (jc == JC_GEU and cy != 0)
+        )
+        if (w0 >> FW_FLAGS) & 1:
+            th[t * NTH + T_ZF] = 1 if fx == 0 else 0
+        if (w0 >> FW_FLAGS) & 2:
+            th[t * NTH + T_CF] = cy
+        if (w0 >> FW_DREG) & 1:
+            regs[t * NREG + ((w0 >> FW_D) & 63)] = fx
+        th[t * NTH + T_PC] = (w0 >> FW_PC) if taken else pc + 1
+        return True
+    if f == FAST_LW:
+        fa = (av + bv) & M32
+        if fa + 4 > wram.shape[0] or fa & 3 != 0:
+            return False
+        regs[t * NREG + ((w0 >> FW_D) & 63)] = (
+            iv(wram[fa])
+            | (iv(wram[fa + 1]) << 8)
+            | (iv(wram[fa + 2]) << 16)
+            | (iv(wram[fa + 3]) << 24)
+        )
+        th[t * NTH + T_PC] = pc + 1
+        return True
+    if f == FAST_LD:
+        fa = (av + bv) & M32
+        if fa + 8 > wram.shape[0] or fa & 7 != 0:
+            return False
+        d = t * NREG + ((w0 >> FW_D) & 63)
+        regs[d] = (
+            iv(wram[fa + 4])
+            | (iv(wram[fa + 5]) << 8)
+            | (iv(wram[fa + 6]) << 16)
+            | (iv(wram[fa + 7]) << 24)
+        )
+        regs[d + 1] = (
+            iv(wram[fa])
+            | (iv(wram[fa + 1]) << 8)
+            | (iv(wram[fa + 2]) << 16)
+            | (iv(wram[fa + 3]) << 24)
+        )
+        th[t * NTH + T_PC] = pc + 1
+        return True
+    if f == FAST_CALL:
+        if (w0 >> FW_BREG) & 1:
+            bv = iv(regs[t * NREG + bv])
+        if (w0 >> FW_DREG) & 1:
+            regs[t * NREG + ((w0 >> FW_D) & 63)] = (pc + 1) & M32
+        th[t * NTH + T_PC] = (av + bv) & M32
+        return True
+    return False
+
+
+@cython.cfunc
 @cython.nogil
 @cython.exceptval(check=False)
 @cython.boundscheck(False)
@@ -807,6 +943,12 @@ def execute(
     if pc < 0 or pc >= code.shape[0] // NCOL:
         return set_fault(core, FK_PC, t, pc, 0)
     row: cython.longlong = pc * NCOL
+    if (
+        fast_rows
+        and code[row + C_FW0] != 0
+        and fast_row(regs, th, wram, t, pc, iv(code[row + C_FW0]), iv(code[row + C_FW1]))
+    ):
+        return X_NEXT
     op: cython.longlong = iv(code[row + C_OP])
     npc: cython.longlong = pc + 1
     ret: cython.longlong = X_NEXT
@@ -1243,25 +1385,20 @@ def pick(
     """The thread that issues at cycle ``c`` among the ``ready`` ones (bit t for thread t, of
     ``n``): the first after ``rr`` in round-robin order whose next issue is due; else
     ``-1 - e``, ``e`` the earliest cycle one is (``BIG`` if no thread is ready)."""
-    u: cython.longlong = rr + 1
-    if u >= n:
-        u = 0
-    if (ready >> u) & 1 and th[u * NTH + T_NEXT] <= c:
-        return u  # the common case: the thread after the last issuer
     earliest: cython.longlong = BIG
     nx: cython.longlong
-    m: cython.longlong = ready & ~((cython.cast(cython.longlong, 2) << rr) - 1)  # after rr
-    _part: cython.int
-    for _part in range(2):
-        while m != 0:
-            u = low_bit(m)
-            m &= m - 1
+    u: cython.longlong = rr
+    _k: cython.longlong
+    for _k in range(n):
+        u += 1
+        if u >= n:
+            u = 0
+        if (ready >> u) & 1:
             nx = th[u * NTH + T_NEXT]
             if nx <= c:
                 return u
             if nx < earliest:
                 earliest = nx
-        m = ready & ((cython.cast(cython.longlong, 2) << rr) - 1)  # then up to rr
     return -1 - earliest
 
 
