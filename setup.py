@@ -8,22 +8,19 @@ without it and runs the same file as plain Python, saying so once at the first D
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-ENGINE = Extension(
-    "aiopim.isa._interp",
-    ["aiopim/isa/_interp.py"],
-    extra_compile_args=["-O3"],
-    optional=True,
-)
+ENGINE = Extension("aiopim.isa._interp", ["aiopim/isa/_interp.py"], extra_compile_args=["-O3"])
 
-setup(
-    ext_modules=cythonize(
-        [ENGINE],
-        compiler_directives={
-            "language_level": 3,
-            "boundscheck": False,
-            "wraparound": False,
-            "initializedcheck": False,
-            "cdivision": False,
-        },
-    ),
+extensions = cythonize(
+    [ENGINE],
+    compiler_directives={
+        "language_level": 3,
+        "boundscheck": False,
+        "wraparound": False,
+        "initializedcheck": False,
+        "cdivision": False,
+    },
 )
+for extension in extensions:
+    extension.optional = True  # cythonize does not carry the flag over
+
+setup(ext_modules=extensions)

@@ -932,15 +932,16 @@ def execute(
     dv: cython.longlong[::1],
     atomic: cython.uchar[::1],
     wram: cython.uchar[::1],
+    nprog: cython.longlong,
     t: cython.longlong,
     c: cython.longlong,
     instr: cython.longlong,
 ) -> cython.longlong:
-    """Issue the instruction of thread ``t`` at cycle ``c`` (``instr``: instructions issued
-    before it); ``X_NEXT``, ``X_THREADS`` or ``X_FAULT``."""
+    """Issue the instruction of thread ``t`` at cycle ``c`` (``nprog``: rows of ``code``;
+    ``instr``: instructions issued before it); ``X_NEXT``, ``X_THREADS`` or ``X_FAULT``."""
     pc: cython.longlong = th[t * NTH + T_PC]
     th[t * NTH + T_NEXT] = c + REVOLVER_CYCLES
-    if pc < 0 or pc >= code.shape[0] // NCOL:
+    if pc < 0 or pc >= nprog:
         return set_fault(core, FK_PC, t, pc, 0)
     row: cython.longlong = pc * NCOL
     if (
@@ -1012,7 +1013,7 @@ def execute(
                 return set_fault(core, FK_MEMORY, t, pc, addr)
         else:
             addr = (av + iv(code[row + C_BV])) & M32
-        if addr < 0 or addr + size > wram.shape[0] or addr % size != 0:
+        if addr < 0 or addr + size > wram.shape[0] or addr & (size - 1) != 0:
             return set_fault(core, FK_MEMORY, t, pc, addr)
         big: cython.bint = iv(code[row + C_ENDIAN]) != 0
         if op == OP_LOAD:
@@ -1385,9 +1386,14 @@ def pick(
     """The thread that issues at cycle ``c`` among the ``ready`` ones (bit t for thread t, of
     ``n``): the first after ``rr`` in round-robin order whose next issue is due; else
     ``-1 - e``, ``e`` the earliest cycle one is (``BIG`` if no thread is ready)."""
+    u: cython.longlong = rr + 1
+    if u >= n:
+        u = 0
+    if (ready >> u) & 1 and th[u * NTH + T_NEXT] <= c:
+        return u  # the common case: the thread after the last issuer
     earliest: cython.longlong = BIG
     nx: cython.longlong
-    u: cython.longlong = rr
+    u = rr
     _k: cython.longlong
     for _k in range(n):
         u += 1
@@ -1452,6 +1458,7 @@ def loop(
     nc: cython.longlong
     x: cython.longlong
     n: cython.longlong = dv[D_NTHREADS]
+    nprog: cython.longlong = code.shape[0] // NCOL
     # the ready threads, bit t for thread t (Python may have changed run states between calls),
     # and the earliest completion of a transfer: kept here, read back from ``dv`` after an
     # instruction or a completion changes them
@@ -1487,7 +1494,7 @@ def loop(
             reason = R_STEP
             break
         lastpc = th[t * NTH + T_PC]
-        x = execute(core, code, regs, th, dv, atomic, wram, t, c, instr)
+        x = execute(core, code, regs, th, dv, atomic, wram, nprog, t, c, instr)
         rr = t
         last = c
         issued += 1
