@@ -21,8 +21,8 @@ system), and check the results as ``app.c`` does, with NumPy:
 
 Reported per launch: DPU instructions (sum over the DPUs' runners), process CPU seconds of the
 launch (``time.process_time`` around ``dpu_launch``), instructions per CPU second and the
-launch's virtual time. ``main`` first runs both at tiny sizes in the same process, so numba's
-compilation (or loading its cache) and the binaries' own fast steps stay out of the timing.
+launch's virtual time. ``main`` first runs both at tiny sizes in the same process, so
+imports and first touches of memory stay out of the timing.
 Last line: ``prim_isa red_ips=<float> trns_ips=<float> ok=<0|1>``.
 """
 
@@ -350,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {binary_path(prim / name.upper())}: NR_TASKLETS={tasklets}, "
               f"chip tag {tag or 'none'} -> allocating {chip}")  # fmt: skip
     start = time.process_time()
-    warm = [runs[name](SIZES["warmup"]) for name in which]  # numba and the fast steps
+    warm = [runs[name](SIZES["warmup"]) for name in which]  # imports, first touches
     print(f"warm-up (tiny sizes, same process): {time.process_time() - start:.1f} s of CPU")
     results = [runs[name](sizes) for name in which]
     print_table(results)

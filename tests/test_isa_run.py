@@ -1,7 +1,7 @@
 """Hand-encoded DPU binaries launched through the host API on the interpreter engine.
 
 Every program runs on both anyio backends and on both versions of the interpreter loop (pure
-Python and numba-compiled); results, faults and virtual times must be identical.
+Python and the compiled extension); results, faults and virtual times must be identical.
 """
 
 from __future__ import annotations
