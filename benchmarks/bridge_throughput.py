@@ -13,7 +13,7 @@ identical on both backends (it is checked).
 
 Last line: ``bridge completions_per_s asyncio=<int> trio=<int>`` (concurrent variant).
 
-Usage: ``python benchmarks/bridge_throughput.py [--ops N] [--repeat N]``
+Usage: ``python benchmarks/bridge_throughput.py [--quick] [--ops N] [--repeat N]``
 """
 
 from __future__ import annotations
@@ -113,7 +113,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ops", type=int, default=2500, help="synchronous calls per rank")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="CI sizes: 100 calls per rank, once")
     args = ap.parse_args()
+    if args.quick:
+        args.ops, args.repeat = 100, 1
 
     # (variant, record): record=True is aiopim.run's default (trace recorder on)
     cases = (("concurrent", True), ("single", True), ("concurrent", False))

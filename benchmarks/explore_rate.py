@@ -23,7 +23,7 @@ where ``<x>`` (``<y>``) is the racy_callback (keysum_fifo) rate over both backen
 the harmonic mean of the two backends' best rates, i.e. schedules per second when the same
 number of schedules is run on each backend.
 
-Usage: ``python benchmarks/explore_rate.py [--runs N] [--repeat N]``
+Usage: ``python benchmarks/explore_rate.py [--quick] [--runs N] [--repeat N]``
 """
 
 from __future__ import annotations
@@ -165,8 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=150, help="schedules per workload")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="CI sizes: 10 schedules, once")
     opts = parser.parse_args(argv)
-    runs, repeat = opts.runs, opts.repeat
+    runs, repeat = (10, 1) if opts.quick else (opts.runs, opts.repeat)
     print(f"{'workload':<16}{'backend':<9}{'schedules/s':>12}  notes")
     racy_rates: dict[str, float] = {}
     keysum_rates: dict[str, float] = {}

@@ -10,7 +10,7 @@ pollers only when the host writes a FIFO pointer. The script prints, for the sam
 * their ratio (last line: ``fifo_polling iterations_per_event=<x> elements_per_s=<y>``),
   and the wall-clock rate of elements streamed through host push -> DPU -> host drain.
 
-python benchmarks/fifo_polling.py [--dpus 16] [--elements 400]
+python benchmarks/fifo_polling.py [--quick] [--dpus 16] [--elements 400]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import numpy as np
 
 import aiopim
 from aiopim import timing
+from aiopim.dpu._runner import TaskletRunner
 
 NR_TASKLETS = 16
 
@@ -59,7 +60,9 @@ async def host(nr_elements: int) -> tuple[int, int, int]:
     await dpus.copy_to("active", np.zeros(1, np.uint64), parallel=True)
     await dpus.sync()
     received += sum(len(x) for x in await fout.drain())
-    spun = sum(d.pipeline.instructions for d in dpus.dpu_list)
+    runners = [d.runner for d in dpus.dpu_list]
+    assert all(isinstance(r, TaskletRunner) for r in runners), runners
+    spun = sum(r.pipeline.instructions for r in runners if isinstance(r, TaskletRunner))
     events = aiopim.current_emulator().kernel.events_processed
     await dpus.free()
     return received, spun, events
@@ -72,7 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dpus", type=int, default=16)
     parser.add_argument("--elements", type=int, default=400)
+    parser.add_argument("--quick", action="store_true", help="CI sizes: 4 DPUs x 50 elements")
     opts = parser.parse_args(argv)
+    if opts.quick:
+        opts.dpus, opts.elements = 4, 50
     _DPUS[0] = opts.dpus
     machine = aiopim.MachineConfig(nr_ranks=1, nr_dpus_per_rank=opts.dpus)
     t0 = time.perf_counter()

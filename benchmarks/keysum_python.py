@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks-list", default="1,4", help="comma-separated rank counts")
     parser.add_argument("--backend", choices=["asyncio", "trio"], default="trio")
-    parser.add_argument("--quick", action="store_true", help="1 rank only")
+    parser.add_argument("--quick", action="store_true", help="1 rank only; --floor: 1 run")
     parser.add_argument(
         "--before", type=Path, help="a checkout of an older aiopim to measure side by side"
     )
@@ -372,6 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--repeat", type=int, default=3, help="runs of each side (--floor)")
     opts = parser.parse_args(argv)
+    if opts.quick:
+        opts.repeat = 1
     if opts.windows:
         windows(ROOT, 1)
         return 0

@@ -5,7 +5,9 @@ to B in blocks of 8 … 2,048 bytes (``mram_read`` then ``mram_write``) and time
 reads or the writes; latency = timed cycles / number of transfers, bandwidth = size x f /
 latency.
 
-python benchmarks/prim/mram_latency.py [--chip v1A] [--transfers 256]
+python benchmarks/prim/mram_latency.py [--quick] [--chip v1A] [--transfers 256]
+
+Last line: ``prim_mram_latency read_mbps=<x> write_mbps=<y> bytes=<largest size>``.
 """
 
 from __future__ import annotations
@@ -85,7 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chip", choices=["v1A", "v1B"], default=PRIM_CHIP)
     parser.add_argument("--transfers", type=int, default=TRANSFERS)
+    parser.add_argument("--quick", action="store_true", help="CI sizes: 16 transfers per size")
     opts = parser.parse_args(argv)
+    if opts.quick:
+        opts.transfers = 16
     print(f"{'bytes':>6} {'read cyc':>9} {'read MB/s':>10} {'write cyc':>10} {'write MB/s':>11}")
     for size in SIZES:
         r = measure(size, False, opts.chip, opts.transfers)
@@ -93,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{size:6} {r['cycles']:9.1f} {r['mbps']:10.1f} {w['cycles']:10.1f} {w['mbps']:11.1f}"
         )
+    print(f"prim_mram_latency read_mbps={r['mbps']:.1f} write_mbps={w['mbps']:.1f} bytes={size}")
     return 0
 
 

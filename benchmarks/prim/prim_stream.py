@@ -11,7 +11,9 @@ COPY-DMA (the block goes back to MRAM untouched), ``copyw.c`` is COPY (copied in
 Bandwidth counts the bytes read and written (16 per element; 24 for ADD and TRIAD) over the
 largest per-tasklet time.
 
-python benchmarks/prim/prim_stream.py [--mem MRAM|WRAM] [--elements N]
+python benchmarks/prim/prim_stream.py [--quick] [--mem MRAM|WRAM] [--elements N]
+
+Last line: ``prim_stream mem=<MRAM|WRAM> best_mbps=<MB/s>`` (the highest figure).
 """
 
 from __future__ import annotations
@@ -140,13 +142,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mem", choices=["MRAM", "WRAM"], default="MRAM")
     parser.add_argument("--elements", type=int, default=ELEMENTS)
     parser.add_argument("--tasklets", default=",".join(str(i) for i in range(1, 17)))
+    parser.add_argument(
+        "--quick", action="store_true", help="CI sizes: 16,384 elements, 1 and 16 tasklets"
+    )
     opts = parser.parse_args(argv)
+    if opts.quick:
+        opts.elements, opts.tasklets = 16384, "1,16"
+    best = 0.0
     counts = [int(x) for x in opts.tasklets.split(",")]
     kernels = KERNELS if opts.mem == "MRAM" else WRAM_KERNELS
     print(f"{'kernel':9}" + "".join(f"{n:>7}" for n in counts) + f"   (MB/s, {opts.mem})")
     for kernel in kernels:
         row = [measure(kernel, opts.mem, n, opts.elements) for n in counts]
         print(f"{kernel:9}" + "".join(f"{bw:7.1f}" for bw in row))
+        best = max(best, *row)
+    print(f"prim_stream mem={opts.mem} best_mbps={best:.1f}")
     return 0
 
 

@@ -7,7 +7,9 @@ WRAM) as real host programs on one emulated DPU and prints, for every published 
 and not counted. Last line, over the [V]/[S]/[D] points:
 ``prim within_10pct=<k>/<n> worst_ratio=<r>`` (worst = farthest from 1).
 
-python benchmarks/prim/report.py [--kernel python|isa]
+python benchmarks/prim/report.py [--quick] [--kernel python|isa]
+
+``--quick`` reports only the MRAM-Latency points (seconds).
 
 ``--kernel isa`` runs the same microbenchmarks as assembled DPU binaries (``isa_kernels.py``) on
 the instruction-set interpreter through the same host programs; a row still measured with a
@@ -169,11 +171,13 @@ def report(points: list[Point]) -> tuple[list[str], int, int, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernel", choices=["python", "isa"], default="python")
+    parser.add_argument("--quick", action="store_true", help="only the MRAM-Latency points (CI)")
     opts = parser.parse_args(argv)
     global KERNEL
     KERNEL = opts.kernel
     t0 = time.perf_counter()
-    lines, within, n, worst = report(POINTS)
+    points = [p for p in POINTS if p.key.startswith("mram/")] if opts.quick else POINTS
+    lines, within, n, worst = report(points)
     if KERNEL == "isa":
         lines[0] += "; kernels: DPU assembly on the instruction-set interpreter"
         lines += [
