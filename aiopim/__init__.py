@@ -1,7 +1,14 @@
 """aiopim: emulate UPMEM processing-in-memory systems in virtual time for await-based hosts."""
 
 from ._emulator import Emulator, current_emulator, now, run
-from ._errors import DeadlockError, DpuError, DpuErrorCode, JobType, dpu_error_to_string
+from ._errors import (
+    DeadlockError,
+    DpuError,
+    DpuErrorCode,
+    JobType,
+    TimeLimitError,
+    dpu_error_to_string,
+)
 from ._machine._config import MachineConfig
 from ._machine._dpu import FaultInfo
 from ._machine._program import DpuProgram, MemoryImage, MemorySpace, Symbol
@@ -34,6 +41,7 @@ __all__ = [
     "Program",
     "Symbol",
     "Tasklet",
+    "TimeLimitError",
     "current_emulator",
     "dpu_error_to_string",
     "load_elf",

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
+import signal
+import threading
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from types import FrameType
 from typing import Any, TypeVar
 
 import anyio
 import trio
 
+from ._errors import TimeLimitError
+from ._locate import running_dpus
 from ._machine._config import MachineConfig
 from ._machine._machine import Machine
 from ._machine._rank import Rank
@@ -26,7 +33,7 @@ from ._runtime._backends import (
     backend_class,
 )
 from ._runtime._bridge import Bridge
-from ._runtime._kernel import HostWaiter, Kernel, ps_to_seconds
+from ._runtime._kernel import HostWaiter, Kernel, ps_to_seconds, seconds_to_ps
 
 T = TypeVar("T")
 #: names of the host backends, in a fixed order
@@ -85,32 +92,84 @@ class Emulator:
         cls = backend_class(backend)
         return cls.name, cls(self.bridge).anyio_options()
 
-    def run(self, main: Callable[..., Awaitable[T]], *args: Any, backend: str = "asyncio") -> T:
-        """Run ``main(*args)`` as the host program, in virtual time, on ``backend``."""
+    def run(
+        self,
+        main: Callable[..., Awaitable[T]],
+        *args: Any,
+        backend: str = "asyncio",
+        time_limit: float | None = None,
+    ) -> T:
+        """Run ``main(*args)`` as the host program, in virtual time, on ``backend``.
+
+        The run ends when ``main`` returns, whatever the DPUs are doing. ``time_limit``: seconds
+        of virtual time the run may take; past them it stops with :class:`TimeLimitError`.
+        Ctrl-C stops it with ``KeyboardInterrupt``, noting where each running DPU was.
+        """
         name, options = self.anyio_backend(backend)
-        result: T = anyio.run(self._root, main, args, backend=name, backend_options=options)
+        limit_ps = _time_limit_ps(time_limit)
+        # Ctrl-C is watched only if it would interrupt the program (the loop installs its own
+        # handler for the default one; it is chained to in _root)
+        watch = _sigint_is_default()
+        try:
+            result: T = anyio.run(
+                self._root, main, args, limit_ps, watch, backend=name, backend_options=options
+            )
+        except BaseException as exc:
+            if _is_interrupt(exc):
+                raise self._interrupted(exc) from None
+            raise
         return result
 
-    async def _root(self, main: Callable[..., Awaitable[T]], args: tuple[Any, ...]) -> T:
+    def _interrupted(self, exc: BaseException) -> KeyboardInterrupt:
+        """The ``KeyboardInterrupt`` of a Ctrl-C, with a note of where the DPUs were."""
+        ki = exc if isinstance(exc, KeyboardInterrupt) else KeyboardInterrupt()
+        if ki is not exc:
+            ki.__traceback__ = exc.__traceback__
+        running = running_dpus(self.machine)
+        ki.add_note(
+            f"aiopim: interrupted at t={ps_to_seconds(self.kernel.now):.9f}s of virtual time; "
+            + (
+                "DPUs still running:\n  " + "\n  ".join(running)
+                if running
+                else "no DPU was running"
+            )
+        )
+        return ki
+
+    async def _root(
+        self,
+        main: Callable[..., Awaitable[T]],
+        args: tuple[Any, ...],
+        limit_ps: int | None = None,
+        watch_sigint: bool = False,
+    ) -> T:
+        bridge = self.bridge
+        bridge.start_run(limit_ps)
+        bridge.describe_running = lambda: running_dpus(self.machine)
         finished = False
         result: Any = None
         error: Exception | None = None
-        async with anyio.create_task_group() as tg:
-            self._service_running = True
-            tg.start_soon(self._callback_service)
-            try:
-                with anyio.CancelScope() as scope:
-                    self.bridge.main_scope = scope
-                    try:
-                        result = await main(*args)
-                        finished = True
-                    except Exception as exc:  # re-raised outside the task group, unwrapped
-                        error = exc
-            finally:
-                self.bridge.main_scope = None
-                tg.cancel_scope.cancel()
-        if self.bridge.failure is not None and not finished:
-            raise self.bridge.failure
+        with _sigint_interrupts(bridge) if watch_sigint else contextlib.nullcontext():
+            async with anyio.create_task_group() as tg:
+                self._service_running = True
+                tg.start_soon(self._callback_service)
+                try:
+                    with anyio.CancelScope() as scope:
+                        bridge.main_scope = scope
+                        try:
+                            result = await main(*args)
+                            finished = True
+                        except Exception as exc:  # re-raised outside the task group, unwrapped
+                            error = exc
+                finally:
+                    # the run ends when the host returns, whatever the DPUs are doing (the host
+                    # process exits and frees its ranks): the kernel runs no more
+                    bridge.ended = True
+                    bridge.main_scope = None
+                    tg.cancel_scope.cancel()
+        failure = bridge.failure
+        if failure is not None and (not finished or isinstance(failure, TimeLimitError)):
+            raise failure
         if error is not None:
             raise error
         if self.host_errors:
@@ -172,6 +231,59 @@ def _resolve_waiter(w: HostWaiter) -> None:
     w.resolve()
 
 
+def _time_limit_ps(time_limit: float | None) -> int | None:
+    """A run's ``time_limit`` in picoseconds (None: no limit)."""
+    if time_limit is None:
+        return None
+    if isinstance(time_limit, bool) or not isinstance(time_limit, int | float):
+        raise TypeError(
+            f"time_limit must be a number of seconds of virtual time, not "
+            f"{type(time_limit).__name__}"
+        )
+    if not math.isfinite(time_limit) or time_limit <= 0:
+        raise ValueError(
+            f"time_limit must be a positive number of seconds of virtual time (or None for no "
+            f"limit), not {time_limit!r}"
+        )
+    return max(1, seconds_to_ps(time_limit))
+
+
+def _sigint_is_default() -> bool:
+    """Whether Ctrl-C raises KeyboardInterrupt here (the main thread, Python's own handler)."""
+    return (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    )
+
+
+@contextlib.contextmanager
+def _sigint_interrupts(bridge: Bridge) -> Iterator[None]:
+    """Make Ctrl-C end the run even while the kernel runs, then do what the event loop does
+    on Ctrl-C (its own handler, installed when the loop started, is called next)."""
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        bridge.interrupt()
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGINT) is handler:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _is_interrupt(exc: BaseException) -> bool:
+    """A KeyboardInterrupt, or a task group's wrapping of KeyboardInterrupts only."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_is_interrupt(e) for e in exc.exceptions)
+    return isinstance(exc, KeyboardInterrupt)
+
+
 def current_emulator() -> Emulator:
     """The emulator whose virtual clock drives the running event loop."""
     try:
@@ -214,6 +326,10 @@ def run(
     seed: int = 0,
     machine: MachineConfig | None = None,
     explore: bool = False,
+    time_limit: float | None = None,
 ) -> T:
-    """Run the host program ``main(*args)`` on a fresh emulator in virtual time."""
-    return Emulator(machine, seed=seed, explore=explore).run(main, *args, backend=backend)
+    """Run the host program ``main(*args)`` on a fresh emulator in virtual time (see
+    :meth:`Emulator.run` for when the run ends and ``time_limit``)."""
+    return Emulator(machine, seed=seed, explore=explore).run(
+        main, *args, backend=backend, time_limit=time_limit
+    )

@@ -204,3 +204,23 @@ class DeadlockError(RuntimeError):
             f"deadlock at t={now_ps / 1e12:.9f}s: every host task is blocked and no emulated "
             f"event can ever wake them. Blocked:\n  {lines}"
         )
+
+
+class TimeLimitError(RuntimeError):
+    """The run reached its virtual-time limit (``aiopim.run(..., time_limit=)``, ``--time-limit``)
+    before the host program returned: raised instead of running on."""
+
+    def __init__(self, limit_ps: int, now_ps: int, running: list[str], blocked: list[str]) -> None:
+        self.limit_ps = limit_ps
+        self.now_ps = now_ps
+        #: where each DPU still running was (grouped: DPUs at the same place share a line)
+        self.running = running
+        #: what the host tasks were waiting for (``host task waiting for ...``)
+        self.blocked = blocked
+        dpus = "\n  ".join(running) if running else "(no DPU is running)"
+        waits = "".join(f"\n  {line}" for line in blocked)
+        super().__init__(
+            f"time limit of {limit_ps / 1e12:.9f}s of virtual time reached at "
+            f"t={now_ps / 1e12:.9f}s: the run stopped. DPUs still running:\n  {dpus}{waits}\n"
+            "Make the DPU program stop, or give the run more virtual time (time_limit=)."
+        )

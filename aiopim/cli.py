@@ -1,10 +1,12 @@
-"""The ``aiopim`` command: ``symbols``, ``replay``, ``record``, ``didl``, ``asm`` and ``disasm``."""
+"""The ``aiopim`` command: ``symbols``, ``replay``, ``record``, ``didl``, ``asm``, ``disasm`` and
+``conformance``."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import inspect
+import math
 import os
 import sys
 import sysconfig
@@ -14,7 +16,7 @@ from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import TextIO
 
-from . import DeadlockError, DpuError, __version__
+from . import DeadlockError, DpuError, TimeLimitError, __version__
 from .elf import main_symbols
 
 
@@ -104,7 +106,7 @@ def _describe(exc: BaseException) -> tuple[str, int] | None:
     if isinstance(exc, ScenarioError):
         unreadable = isinstance(exc.__cause__, InputFileError)
         return str(exc), EXIT_INPUT if unreadable else EXIT_FAILED
-    if isinstance(exc, RecordingError | DeadlockError):
+    if isinstance(exc, RecordingError | DeadlockError | TimeLimitError):
         return str(exc), EXIT_FAILED
     if isinstance(exc, DpuError):
         return f"the run failed with {exc}", EXIT_FAILED
@@ -174,8 +176,9 @@ def _run_guarded(prog: str, fn: Callable[[list[str], list[str]], int], argv: lis
     user_dirs: list[str] = []
     try:
         return fn(argv, user_dirs)
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        notes = "".join(f"\n{note}" for note in getattr(exc, "__notes__", ()))
+        print(f"{prog}: interrupted{notes}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except SystemExit:
         raise
@@ -203,6 +206,7 @@ def _replay(argv: list[str], user_dirs: list[str]) -> int:
     ap.add_argument("--no-dpu-tracks", action="store_true", help="no per-DPU trace tracks")
     ap.add_argument("--summary", action="store_true", help="print busy/idle, overlap, path")
     ap.add_argument("--no-check", action="store_true", help="do not check [expect]")
+    _time_limit_option(ap)
     ap.add_argument(
         "--import",
         dest="modules",
@@ -225,7 +229,12 @@ def _replay(argv: list[str], user_dirs: list[str]) -> int:
     bar = ProgressBar(sys.stderr) if show else None
     try:
         result = replay(
-            sc, backend=opts.backend, seed=opts.seed, progress=bar, check=not opts.no_check
+            sc,
+            backend=opts.backend,
+            seed=opts.seed,
+            progress=bar,
+            check=not opts.no_check,
+            time_limit=opts.time_limit,
         )
     finally:
         if bar is not None:
@@ -263,6 +272,7 @@ def _record(argv: list[str], user_dirs: list[str]) -> int:
     ap.add_argument("--chip", default="v1B")
     ap.add_argument("--name", default=None, help="scenario name (default: MODULE:FUNCTION)")
     ap.add_argument("--trace", metavar="OUT.json", help="also write the run's Chrome trace")
+    _time_limit_option(ap)
     ap.add_argument("--debug", action="store_true", help="print tracebacks of errors")
     opts = ap.parse_args(argv)
     module, _, func = opts.program.partition(":")
@@ -286,13 +296,43 @@ def _record(argv: list[str], user_dirs: list[str]) -> int:
             EXIT_INPUT,
         )
     name = opts.name or opts.program
-    rec = record(main, machine=machine, backend=opts.backend, seed=opts.seed, name=name)
+    rec = record(
+        main,
+        machine=machine,
+        backend=opts.backend,
+        seed=opts.seed,
+        name=name,
+        time_limit=opts.time_limit,
+    )
     rec.write(opts.output)
     if opts.trace:
         with open(opts.trace, "w", encoding="utf-8", newline="\n") as f:
             f.write(rec.chrome_trace())
     print(f"{name}: recorded to {opts.output}, virtual time {rec.emulator.now_ps} ps")
     return 0
+
+
+def _time_limit_option(ap: argparse.ArgumentParser) -> None:
+    """``--time-limit SECONDS``: the virtual time a run may take."""
+
+    def seconds(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(
+                f"give a positive number of seconds of virtual time, not {text!r}"
+            )
+        return value
+
+    ap.add_argument(
+        "--time-limit",
+        type=seconds,
+        default=None,
+        metavar="SECONDS",
+        help="stop the run after SECONDS of virtual time, naming the DPUs still running",
+    )
 
 
 def _didl(argv: list[str], user_dirs: list[str]) -> int:
@@ -341,11 +381,60 @@ def _disasm(argv: list[str], user_dirs: list[str]) -> int:
     return main_disasm(argv)
 
 
+def _conformance(argv: list[str], user_dirs: list[str]) -> int:
+    from .conformance import (
+        ENGINES,
+        ExpectationError,
+        Table,
+        expectation_dir,
+        load_expectations,
+        run_conformance,
+        use_engine,
+    )
+
+    ap = argparse.ArgumentParser(
+        prog="aiopim conformance",
+        description="Run every DPU binary of a directory against its expectations (one TOML "
+        "file per binary, see docs/conformance.md); print a table ending `conformance K/N`.",
+    )
+    ap.add_argument("directory", metavar="DIR", help="the binaries (and the files they name)")
+    ap.add_argument(
+        "--expect",
+        metavar="DIR2",
+        help="the expectation files (default: DIR's *.toml, else aiopim's own)",
+    )
+    ap.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
+    ap.add_argument(
+        "--engine",
+        choices=list(ENGINES),
+        help="instruction-set engine: pure Python or compiled (default: the environment's)",
+    )
+    opts = ap.parse_args(argv)
+    if not os.path.isdir(opts.directory):
+        raise CommandError(f"{opts.directory}: not a directory of binaries", EXIT_INPUT)
+    if opts.engine is not None:
+        use_engine(opts.engine)
+    try:
+        expectations = load_expectations(expectation_dir(opts.directory, opts.expect))
+    except ExpectationError as exc:
+        raise CommandError(str(exc), EXIT_INPUT) from None
+    except FileNotFoundError as exc:
+        raise CommandError(str(exc), EXIT_INPUT) from None
+    binaries = [os.path.splitext(f)[0] for f in os.listdir(opts.directory) if f.endswith(".dpu")]
+    table = Table([e.name for e in expectations] + binaries)
+    print(table.header(), flush=True)
+    for result in run_conformance(opts.directory, expectations, backend=opts.backend):
+        print(table.row(result), flush=True)
+    print(table.footer())
+    return 0 if all(r.passed for r in table.results) else EXIT_FAILED
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``aiopim`` command."""
     args = sys.argv[1:] if argv is None else list(argv)
     commands = {"symbols": _symbols, "replay": _replay, "record": _record, "didl": _didl}
     commands |= {"asm": _asm, "disasm": _disasm}
+    commands["conformance"] = _conformance
     if args and args[0] in commands:
         return _run_guarded(f"aiopim {args[0]}", commands[args[0]], args[1:])
     parser = argparse.ArgumentParser(prog="aiopim", description="UPMEM PIM emulator")
@@ -357,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("didl", help="generate the Python module of a Kelonia DIDL interface")
     sub.add_parser("asm", help="assemble DPU assembly into a DPU ELF binary")
     sub.add_parser("disasm", help="disassemble the .text of a DPU ELF binary")
+    sub.add_parser("conformance", help="run DPU binaries against expectations kept as data")
     parser.parse_args(args)
     parser.print_help()
     return 0

@@ -355,7 +355,7 @@ async def dpu_callback(
 
 def dpu_log_read(dpu_set: DpuSet, stream: TextIO | None = None) -> None:
     """Print a single DPU's log (header ``=== DPU#0x... ===``) to ``stream`` (stdout)."""
-    _ops.log_read(dpu_set, stream or sys.stdout)
+    _ops.log_read(dpu_set, sys.stdout if stream is None else stream)
 
 
 __all__ = [

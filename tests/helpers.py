@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -54,3 +58,33 @@ def emu(**kw: Any) -> aiopim.Emulator:
         nr_ranks=kw.pop("ranks", 4), nr_dpus_per_rank=kw.pop("dpus", 4), chip=kw.pop("chip", "v1B")
     )
     return aiopim.Emulator(cfg, **kw)
+
+
+class WallClockExpired(KeyboardInterrupt):
+    """A test's host program ran past its wall-clock budget (a hang, not a slow run).
+
+    A ``KeyboardInterrupt`` so that neither event loop swallows it inside a callback."""
+
+
+@contextlib.contextmanager
+def wall_clock_limit(seconds: float) -> Iterator[None]:
+    """Fail with an AssertionError instead of hanging when the body runs longer than
+    ``seconds`` of real time (the alarm repeats until the body gives up)."""
+
+    body = sys._getframe(2)  # the frame running the ``with`` block (past contextlib's)
+
+    def expire(signum: int, frame: Any) -> None:
+        while frame is not None:  # only inside the body: never in pytest's own code
+            if frame is body:
+                raise WallClockExpired(f"still running after {seconds} s of wall time: a hang")
+            frame = frame.f_back
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds, seconds)
+    try:
+        yield
+    except WallClockExpired as exc:
+        raise AssertionError(str(exc)) from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)

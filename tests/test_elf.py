@@ -730,14 +730,32 @@ def test_behaviour_spawning_nothing_completes_a_launch() -> None:
 def test_chip_mismatch_at_load_is_internal_error() -> None:
     prog = load_elf(sample(chip="v1A"), model=lambda t: None)
 
-    async def host() -> None:
-        dpus = await dpu_alloc(1, "")
+    async def host(profile: str) -> None:
+        dpus = await dpu_alloc(1, profile)
         await dpu_load(dpus, prog)
 
     with pytest.raises(DpuError) as info:
-        aiopim.run(host)  # default machine: v1B
+        aiopim.run(host, "")  # default machine: v1B
+    assert info.value.code is E.DPU_ERR_INTERNAL  # what the SDK's loader returns
+    assert info.value.detail == (
+        "'<memory>' was built for v1A but the machine is v1B: allocate v1A DPUs with "
+        'dpu_alloc(n, "chip=v1A") or run on MachineConfig(chip="v1A")'
+    )
+    aiopim.run(host, "", machine=aiopim.MachineConfig(chip="v1A"))  # both fixes work
+    aiopim.run(host, "chip=v1A")
+
+
+def test_chip_mismatch_names_the_fix_for_a_v1b_binary_too() -> None:
+    prog = load_elf(sample(chip="v1B"), model=lambda t: None)
+
+    async def host() -> None:
+        await dpu_load(await dpu_alloc(1, ""), prog)
+
+    with pytest.raises(DpuError) as info:
+        aiopim.run(host, machine=aiopim.MachineConfig(chip="v1A"))
     assert info.value.code is E.DPU_ERR_INTERNAL
-    aiopim.run(host, machine=aiopim.MachineConfig(chip="v1A"))
+    assert 'dpu_alloc(n, "chip=v1B")' in info.value.detail
+    assert 'MachineConfig(chip="v1B")' in info.value.detail
 
 
 def test_loading_never_imports_anything() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import anyio
 import numpy as np
@@ -426,6 +427,29 @@ def test_log_read() -> None:
 
     text = emu(ranks=1).run(host)
     assert text == "=== DPU#0x1 ===\nhello from tasklet 0\nhello from tasklet 1\n"
+
+
+@pytest.mark.parametrize(
+    ("stream", "kind"),
+    [(io.BytesIO(), "a binary stream"), (42, "int"), ("log.txt", "str"), (object(), "object")],
+)
+def test_log_read_needs_a_text_stream(stream: Any, kind: str) -> None:
+    prog = aiopim.Program("hello")
+
+    @prog.main
+    async def main_(t: aiopim.Tasklet) -> None:
+        t.printf("hello\n")
+
+    async def host() -> None:
+        dpus = await dpu_alloc(1, "")
+        await dpu_load(dpus, prog)
+        await dpu_launch(dpus, DPU_SYNCHRONOUS)
+        with pytest.raises(TypeError, match=f"stream must be a text stream.*not {kind}"):
+            dpu_log_read(dpus, stream)
+
+    emu(ranks=1).run(host)
+    if isinstance(stream, io.BytesIO):
+        assert stream.getvalue() == b""  # refused at the call: nothing written
 
 
 def test_no_reset_keeps_matrix_and_async_push_reads_buffer_when_job_runs() -> None:

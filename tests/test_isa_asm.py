@@ -229,6 +229,10 @@ def test_cli_asm_and_disasm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         ("  .set NR_TASKLETS, 0", 0, 0, "NR_TASKLETS=0"),
         ("  .set STACK_SIZE_TASKLET_0, 12", 0, 0, "multiple of 8"),
         ("r3: nop", 1, 1, "register name"),
+        # found by the token-level fuzzing of the examples (tests/test_text_fuzz.py)
+        ("  jnz:id, x\nx: nop", 1, 3, "unknown instruction 'jnz:id'"),
+        ("  .data\nx: .long 1\n  .size x, -1", 3, 12, ".size -1 of 'x' is out of range"),
+        ("main: nop\n  .size main, 1 << 40", 2, 15, "out of range"),
     ],
 )
 def test_errors_have_line_and_column(source: str, line: int, column: int, message: str) -> None:

@@ -75,6 +75,9 @@ GOOD = "function f(a: in u32) { a <- sysmbox[0] }"
         # types and ranges
         ("function f(a: in u24) {a <- sysmbox[0]}", 1, 18, "unknown type 'u24'", "u8, u16"),
         ("function f(a: in u8[0]) {a <- sysmbox[0]}", 1, 21, "is empty", "a length >= 1"),
+        ("function f(a: in u8[08]) {a <- sysmbox[0]}", 1, 21, "'08' has a leading zero", "(8)"),
+        ("function f(a: in u32) {a <- sysmbox[0..010]}", 1, 40, "leading zero", "0x hex"),
+        ("function f(a: out u32) {a <- dram[00]}", 1, 35, "'00' has a leading zero", "(0)"),
         ("function f(a: in u32) {a <- sysmbox[3..1]}", 1, 37, "empty word range", "first <= "),
         ("function f(a: out u32[2]) {a <- mbox[2..1][0]}", 1, 38, "empty tasklet range", ""),
         # names

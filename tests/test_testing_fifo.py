@@ -213,6 +213,62 @@ def test_fifo_conservation_under_any_program_and_schedule(
     assert len(log.results) == len(ops)
 
 
+# --- the property with cancelled pushes and drains ------------------------------------------------
+def check_conserved_with_cancels(
+    pim: Pim,
+    scenario: tuple[aiopim.MachineConfig, FifoStream, list[FifoOp]],
+    explore_seed: int | None,
+) -> None:
+    """Whatever push or drain the host cancels, at whatever point: every element accepted
+    comes back once, from a later drain if the flush of a cancelled one took it out."""
+    m, s, ops = scenario
+    run = pim.execute(fifo_host, m, s, ops, machine=m, explore_seed=explore_seed)
+    log = assert_never_deadlocks(run)
+    log.assert_conserved()
+    assert len(log.results) == len(ops)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario=fifo_scenarios(min_size=4, cancels=True), explore_seed=explore_seeds())
+def test_fifo_conservation_when_pushes_and_drains_are_cancelled(
+    pim: Pim,
+    scenario: tuple[aiopim.MachineConfig, FifoStream, list[FifoOp]],
+    explore_seed: int | None,
+) -> None:
+    check_conserved_with_cancels(pim, scenario, explore_seed)
+
+
+@pytest.mark.long
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario=fifo_scenarios(min_size=4, cancels=True), explore_seed=explore_seeds())
+def test_fifo_conservation_when_pushes_and_drains_are_cancelled_long(
+    pim: Pim,
+    scenario: tuple[aiopim.MachineConfig, FifoStream, list[FifoOp]],
+    explore_seed: int | None,
+) -> None:
+    check_conserved_with_cancels(pim, scenario, explore_seed)
+
+
+def test_a_drain_cancelled_before_its_flush_ran_returns_with_the_next(pim: Pim) -> None:
+    # the issue's reproduction as operations: 3 elements per DPU, then a drain cancelled at
+    # its first wait (its flush still runs), then the stop, the sync and a last drain
+    m = machine(1, 4)
+    ops: list[FifoOp] = [FifoPush(tuple(10 * i + k for i in range(4))) for k in range(3)]
+    ops += [FifoDelay(200), FifoDrain(cancel_us=0), FifoStop(), FifoSync(), FifoDrain()]
+    log = pim.run(fifo_host, m, stream(ptr_in=2, ptr_out=3), ops, machine=m)
+    assert Counter(d for d, _ in log.drained) == {0: 3, 1: 3, 2: 3, 3: 3}  # 12 of 12
+    log.assert_conserved()
+
+
+@settings(max_examples=30, deadline=None)
+@given(ops=fifo_sequences(machine(1, 2), cancels=True))
+def test_generated_cancels_are_on_pushes_and_drains_only(ops: list[FifoOp]) -> None:
+    for op in ops:
+        if not isinstance(op, FifoPush | FifoDrain):
+            assert getattr(op, "cancel_us", None) is None
+    assert ops[-2:] == [FifoSync(), FifoDrain()]
+
+
 # --- deadlock property -----------------------------------------------------------------------
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(

@@ -10,6 +10,7 @@ import pytest
 
 from aiopim import umem
 from aiopim.umem import StatusType
+from aiopim.umem import _context as umem_context
 
 
 # -- status ---------------------------------------------------------------------------------------
@@ -399,6 +400,35 @@ def test_file_free_reuses_ranges(tmp_path: Path) -> None:
         assert int(c) == 0
         f.free(int(b) + 1)
         assert f.get_status() is StatusType.ValueError
+
+
+def test_huge_zero_fills_of_a_sparse_file_need_no_host_memory(tmp_path: Path) -> None:
+    size = 1 << 40  # 8 TiB: a fill built in host memory would raise NumPy's MemoryError
+    with umem.File(tmp_path / "f", "w+") as f:
+        a = f.calloc(8, size)
+        assert a and f.is_ok(), f.get_message()
+        middle = a + (size // 2 - 3)
+        middle.copy_from(b"written!")
+        f.set(a, 0, size)
+        assert f.is_ok(), f.get_message()
+        assert middle.read(8).value == bytes(8)  # type: ignore[attr-defined]
+        assert (tmp_path / "f").stat().st_blocks * 512 < 1 << 20  # still sparse
+
+
+def test_fills_larger_than_a_chunk_are_written_piece_by_piece(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(umem_context, "FILL_CHUNK", 64)
+    with umem.File(tmp_path / "f", "w+") as f, umem.Host() as host:
+        for ctx in (f, host):
+            a = ctx.alloc(1000)
+            ctx.set(a, 0xAB, 1000)
+            ctx.set(a + 100, 0, 333)
+            want = b"\xab" * 100 + bytes(333) + b"\xab" * 567
+            assert ctx.is_ok(), ctx.get_message()
+            assert a.read(1000).value == want  # type: ignore[attr-defined]
+            c = ctx.calloc(10, 99)
+            assert c.read(990).value == bytes(990)  # type: ignore[attr-defined]
 
 
 def test_empty_aligned_blocks_do_not_share_an_address(tmp_path: Path) -> None:

@@ -175,6 +175,28 @@ def test_accessibility_is_asymmetric_between_a_set_and_its_dpus(backend: str) ->
     aiopim.run(main, backend=backend)
 
 
+def test_a_set_allocation_is_freed_only_through_a_context_over_all_its_dpus(
+    backend: str,
+) -> None:
+    async def main() -> None:
+        async with await aiopim.DpuSet.alloc(4) as dpus:
+            await dpus.load(spin_program())
+            whole, one = umem.Mram(dpus), umem.Mram(dpus.dpus[1])
+            a = whole.alloc(64)
+            one.free(int(a))
+            assert one.get_status() is StatusType.ValueError
+            assert "allocated on 4 DPUs" in one.get_message()
+            one.clear_status()
+            await a.copy_from(b"x" * 64)  # the owner still uses it ...
+            assert await umem.Address(one, int(a), 64).read() == b"x" * 64  # ... and DPU 1 too
+            assert whole.is_ok() and one.is_ok()
+            whole.free(a)  # ... and frees it, on every DPU
+            assert whole.is_ok()
+            assert int(whole.alloc(64)) == int(a)
+
+    aiopim.run(main, backend=backend)
+
+
 def test_copies_are_rank_jobs_in_virtual_time(backend: str) -> None:
     e = emu(ranks=1, dpus=4)
 

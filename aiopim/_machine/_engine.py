@@ -46,6 +46,11 @@ class DpuRunner(ABC):
         """What the threads of a run are waiting on (for deadlock reports)."""
         return []
 
+    def location(self) -> list[tuple[int, str]]:
+        """``(tasklet, where)`` for each live thread of the run, ``where`` as ``at ...`` (for
+        the reports of Ctrl-C and time limits); empty when the engine cannot tell."""
+        return []
+
     def needs_synced_events(self) -> bool:
         """Whether a host event that writes this DPU's WRAM must bring the running DPUs to its
         time (the host writes itself), rather than schedule the write with :meth:`write_at`."""

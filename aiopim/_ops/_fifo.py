@@ -245,6 +245,15 @@ def fifo_size(link: FifoLink, dpu: Dpu) -> int:
     return _held(link, dpu)[1]
 
 
+def flushed_elements(link: FifoLink, rf: RankFifo, dpu: Dpu, ring: Bytes) -> Bytes:
+    """The elements (oldest first, one row each) that the last flush of ``rf``'s rank copied
+    from ``dpu``'s ring into ``ring``: rows ``get_fifo_elem(..., 0 .. get_fifo_size - 1)``."""
+    rd, wr = rf.ptrs[dpu.index]
+    slots = (rd + np.arange((wr - rd) & MASK64, dtype=np.uint64)) & np.uint64(link.capacity - 1)
+    rows: Bytes = ring[: link.ring_bytes].reshape(link.capacity, link.data_size)[slots]
+    return rows
+
+
 def fifo_elem(link: FifoLink, dpu: Dpu, buf: Any, i: int) -> Bytes:
     """``get_fifo_elem``: element ``i`` (oldest first) of the ring copied into ``buf``."""
     if type(i) is not int:
@@ -262,9 +271,19 @@ def fifo_elem(link: FifoLink, dpu: Dpu, buf: Any, i: int) -> Bytes:
 # ================================================================================================
 # the push job
 # ================================================================================================
+#: told, when a rank's flush job has copied its DPUs' rings into their buffers, the rank and
+#: the link's state on it (the pointer pairs of that flush, until the next one)
+FlushedHook = Callable[[Rank, RankFifo], None]
+
+
 @logged("fifo_push_xfer")
-async def fifo_push_xfer(dset: DpuSetBase, link: FifoLink, mode: XferMode) -> None:
-    """``dpu_fifo_push_xfer``: one PARALLEL_FIFO_PUSH or _FLUSH job per rank."""
+async def fifo_push_xfer(
+    dset: DpuSetBase, link: FifoLink, mode: XferMode, *, on_flushed: FlushedHook | None = None
+) -> None:
+    """``dpu_fifo_push_xfer``: one PARALLEL_FIFO_PUSH or _FLUSH job per rank.
+
+    ``on_flushed`` is called (in virtual time) as each rank's flush ends, even if the caller
+    was cancelled meanwhile: what the flush took out of the DPUs can then be kept."""
     check_link(link)
     require_parallel_wram(dset, "WRAM FIFOs")
     single = dset._dpu
@@ -299,7 +318,7 @@ async def fifo_push_xfer(dset: DpuSetBase, link: FifoLink, mode: XferMode) -> No
         buffers = per_rank.get(rank.index, {})
         if link.is_input:
             return _push_input(link, rf, rank, dpus, buffers)
-        return _flush_output(link, rf, rank, dpus, buffers)
+        return _flush_output(link, rf, rank, dpus, buffers, on_flushed)
 
     ranks = dset.rank_list
     if mode.wait and inline_ranks(ranks):
@@ -655,7 +674,12 @@ async def _fast_push(
 
 
 async def _flush_output(
-    link: FifoLink, rf: RankFifo, rank: Rank, dpus: list[Dpu], buffers: dict[int, Bytes]
+    link: FifoLink,
+    rf: RankFifo,
+    rank: Rank,
+    dpus: list[Dpu],
+    buffers: dict[int, Bytes],
+    on_flushed: FlushedHook | None = None,
 ) -> tuple[DpuErrorCode, str]:
     """``dpu_copy_from_wram_fifo``: copy every ring, then ``read_ptr := write_ptr``."""
     s, ring = link.struct.offset, link.ring_bytes
@@ -695,4 +719,6 @@ async def _flush_output(
             elements=sum(fills.values()),
         )
     rf.flushes += 1
+    if on_flushed is not None:
+        on_flushed(rank, rf)
     return E.DPU_OK, ""

@@ -80,10 +80,12 @@ async def load(dset: DpuSetBase, program: DpuProgram) -> DpuProgram:
             f"{chip.nr_threads} hardware threads",
         )
     if program.chip is not None and program.chip != chip.name:
+        # the SDK's loader returns DPU_ERR_INTERNAL here (sdk-reference.md §2.1, §7)
         raise DpuError(
             E.DPU_ERR_INTERNAL,
-            f"{program.name!r} was built for {program.chip} but the machine is {chip.name} "
-            f"(use the profile chip={program.chip})",
+            f"{program.name!r} was built for {program.chip} but the machine is {chip.name}: "
+            f'allocate {program.chip} DPUs with dpu_alloc(n, "chip={program.chip}") or run on '
+            f'MachineConfig(chip="{program.chip}")',
         )
     program.check_fits(chip)
     images = program.images()

@@ -11,7 +11,7 @@ from .._machine._dpu import Dpu
 from .._machine._dpulog import STDOUT_BUFFER, decode_log
 from .._machine._program import MRAM_BIT
 from ._set import DpuSetBase
-from ._validate import check_set
+from ._validate import check_set, check_text_stream
 
 E = DpuErrorCode
 
@@ -39,6 +39,8 @@ def log_read(dset: DpuSetBase, stream: TextIO | None = None) -> str:
     MRAM log buffer (single DPU only). With ``stream``, the header is written first, as the SDK
     does, even when reading the buffer then fails (``DPU_ERR_LOG_*``)."""
     check_set(dset)
+    if stream is not None:
+        stream = check_text_stream(stream, "stream")
     header = f"=== DPU#0x{dset.dpu_list[0].dpu_id if dset.dpu_list else 0:x} ===\n"
     if stream is not None:
         stream.write(header)

@@ -7,8 +7,9 @@ before anything is enqueued, so nothing invalid reaches the kernel or the event 
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -60,6 +61,21 @@ def check_callable(value: Any, name: str) -> Callable[..., Any]:
         raise TypeError(f"{name} must be callable, not {type(value).__name__}")
     fn: Callable[..., Any] = value
     return fn
+
+
+def check_text_stream(value: Any, name: str) -> TextIO:
+    """A stream text is written to: a ``write(str)`` method, not a binary file."""
+    binary = isinstance(value, io.RawIOBase | io.BufferedIOBase) or (
+        isinstance(value, io.IOBase) and "b" in str(getattr(value, "mode", ""))
+    )
+    if binary or not callable(getattr(value, "write", None)):
+        kind = "a binary stream" if binary else type(value).__name__
+        raise TypeError(
+            f"{name} must be a text stream (sys.stdout, io.StringIO, a file opened in text "
+            f"mode), not {kind}"
+        )
+    stream: TextIO = value
+    return stream
 
 
 def check_set(value: Any, name: str = "dpu_set") -> DpuSetBase:

@@ -12,7 +12,7 @@ import asyncio
 import math
 import selectors
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import outcome
@@ -119,9 +119,10 @@ def backend_class(name: str) -> type[HostBackend]:
 class _VirtualSelector(selectors.BaseSelector):
     """Selector whose blocking waits run the kernel instead of sleeping."""
 
-    def __init__(self, bridge: Bridge) -> None:
-        self._bridge = bridge
+    def __init__(self) -> None:
         self._real = selectors.DefaultSelector()
+        #: runs the kernel for a blocking wait of ``timeout`` seconds (set by the loop)
+        self.on_idle: Callable[[float | None], bool] = lambda timeout: False
 
     def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
         return self._real.register(fileobj, events, data)
@@ -143,25 +144,98 @@ class _VirtualSelector(selectors.BaseSelector):
             return self._real.select(0)
         # The loop has nothing ready: every host task is blocked. Real readiness (the
         # self-pipe of call_soon_threadsafe, signals) is polled on the next pass.
-        k = self._bridge.kernel
-        deadline = None if timeout is None else k.now + seconds_to_ps(timeout)
-        if self._bridge.on_idle(deadline):
+        if self.on_idle(timeout):
             return []
         return self._real.select(timeout)
 
 
+#: asyncio.base_events.MAXIMUM_SELECT_TIMEOUT: the loop never asks to wait longer at once
+_MAX_SELECT_TIMEOUT = 24 * 3600
+
+
 class VirtualEventLoop(asyncio.SelectorEventLoop):
-    """asyncio loop whose ``time()`` is the kernel's virtual time."""
+    """asyncio loop whose ``time()`` is the kernel's virtual time.
+
+    A timer is due when its time is at or before ``time()``, and the loop reaches a timer's
+    float deadline exactly: once the kernel is at the picosecond the deadline rounds to,
+    ``time()`` reports at least the deadline itself (as the trio clock does), so code that
+    compares the clock with its deadline (anyio's cancel scopes) sees it passed.
+    """
+
+    #: asyncio's heap of timers (BaseEventLoop's own attribute)
+    _scheduled: list[asyncio.TimerHandle]
 
     def __init__(self, bridge: Bridge) -> None:
-        super().__init__(selector=_VirtualSelector(bridge))
+        selector = _VirtualSelector()
+        super().__init__(selector=selector)
+        selector.on_idle = self._on_idle
         self.aiopim_bridge = bridge
         self._kernel = bridge.kernel
-        # timers due within half a picosecond are due now (seconds_to_ps rounds to nearest)
-        self._clock_resolution = 1e-12
+        self._reached = _Reached()
 
     def time(self) -> float:
-        return ps_to_seconds(self._kernel.now)
+        return self._reached.seconds(self._kernel.now)
+
+    @property
+    def _clock_resolution(self) -> float:
+        # asyncio runs timers earlier than time() + resolution: exactly those at or before it
+        return math.ulp(self.time())
+
+    @_clock_resolution.setter
+    def _clock_resolution(self, _: float) -> None:
+        pass  # set by asyncio's constructor to the real clock's resolution
+
+    def _on_idle(self, timeout: float | None) -> bool:
+        if timeout is None:
+            return self.aiopim_bridge.on_idle(None)
+        if timeout < _MAX_SELECT_TIMEOUT and self._scheduled:
+            # the loop asks for the time left to its earliest timer: wait for that timer's own
+            # float, not for now + timeout (one rounding away from it)
+            deadline = self._scheduled[0].when()
+        else:
+            deadline = self.time() + timeout
+        return _wait_for_deadline(self.aiopim_bridge, self._reached, deadline)
+
+
+def _wait_for_deadline(bridge: Bridge, reached: _Reached, deadline: float) -> bool:
+    """Every host task waits, the earliest until host time ``deadline``: run the kernel until
+    a host task can run or the deadline is reached; True if a host task may now run."""
+    k = bridge.kernel
+    target = seconds_to_ps(deadline)
+    if target <= k.now:
+        reached.reach(k.now, deadline)
+        return True
+    if bridge.on_idle(target):
+        if k.now >= target:
+            reached.reach(k.now, deadline)
+        return True
+    return False
+
+
+class _Reached:
+    """The host clock in seconds: the kernel's picoseconds, or a deadline reached at them.
+
+    A deadline that rounds to the current picosecond has been reached, although its float may
+    lie a hair above ``now / 1e12``: the host clock reports it at that instant.
+    """
+
+    __slots__ = ("ps", "s")
+
+    def __init__(self) -> None:
+        self.ps = -1
+        self.s = 0.0
+
+    def seconds(self, now: int) -> float:
+        """The host clock when the kernel is at ``now`` picoseconds."""
+        seconds = ps_to_seconds(now)
+        return max(seconds, self.s) if now == self.ps else seconds
+
+    def reach(self, now: int, deadline: float) -> None:
+        """The host deadline ``deadline`` (rounding to ``now`` or earlier) has been reached."""
+        if self.ps != now:
+            self.ps, self.s = now, deadline
+        else:
+            self.s = max(self.s, deadline)
 
 
 class VirtualTrioClock(trio.abc.Clock):
@@ -171,35 +245,16 @@ class VirtualTrioClock(trio.abc.Clock):
         self._backend = backend
         self.aiopim_bridge = backend.bridge
         self._kernel = backend.bridge.kernel
-        # a deadline that rounds to the current picosecond has been reached, although its
-        # float may lie a hair above now/1e12: current_time() reports it at that instant
-        self._reached_ps = -1
-        self._reached_s = 0.0
+        self._reached = _Reached()
 
     def start_clock(self) -> None:
         self.aiopim_bridge.host = self._backend
 
     def current_time(self) -> float:
-        now = self._kernel.now
-        seconds = ps_to_seconds(now)
-        return max(seconds, self._reached_s) if now == self._reached_ps else seconds
+        return self._reached.seconds(self._kernel.now)
 
     def deadline_to_sleep_time(self, deadline: float) -> float:
         # trio calls this only when its run queue is empty: every host task is blocked.
-        k = self._kernel
-        target = None if deadline == math.inf else seconds_to_ps(deadline)
-        if target is not None and target <= k.now:
-            self._reach(deadline)
-            return 0.0
-        if self.aiopim_bridge.on_idle(target):
-            if target is not None and k.now >= target:
-                self._reach(deadline)
-            return 0.0
-        return math.inf
-
-    def _reach(self, deadline: float) -> None:
-        now = self._kernel.now
-        if self._reached_ps != now:
-            self._reached_ps, self._reached_s = now, deadline
-        else:
-            self._reached_s = max(self._reached_s, deadline)
+        if deadline == math.inf:
+            return 0.0 if self.aiopim_bridge.on_idle(None) else math.inf
+        return 0.0 if _wait_for_deadline(self.aiopim_bridge, self._reached, deadline) else math.inf

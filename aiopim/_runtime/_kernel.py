@@ -206,13 +206,17 @@ class Kernel:
         self.host_waiting[w.ident] = w
         return w
 
-    def describe_blocked(self) -> list[str]:
-        """Human-readable list of everything that is waiting (host tasks and actors)."""
-        lines = [
+    def describe_host_waits(self) -> list[str]:
+        """Human-readable list of what the host tasks wait for."""
+        return [
             f"host task waiting for {w.describe()}"
             for w in self.host_waiting.values()
             if not w.daemon
         ]
+
+    def describe_blocked(self) -> list[str]:
+        """Human-readable list of everything that is waiting (host tasks and actors)."""
+        lines = self.describe_host_waits()
         for reporter in self.blocked_reporters:
             lines.extend(reporter())
         return lines

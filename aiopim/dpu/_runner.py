@@ -7,8 +7,10 @@ the revolver pipeline as processor sharing, the DMA engine and the tasklets busy
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Coroutine
 from heapq import heappop, heappush
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from .. import timing
@@ -370,6 +372,29 @@ class SpinCommand(Command):
         return any(lo < end and start < hi for lo, hi in self.ranges)
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def coroutine_location(coro: Any) -> str:
+    """``at FILE:LINE in FUNCTION`` of the innermost frame of a suspended tasklet coroutine
+    outside aiopim, with the runtime call it waits in (``in mram_read``)."""
+    frames: list[FrameType] = []
+    obj = coro
+    while obj is not None:
+        frame = getattr(obj, "cr_frame", None) or getattr(obj, "gi_frame", None)
+        if frame is not None:
+            frames.append(frame)
+        obj = getattr(obj, "cr_await", None) or getattr(obj, "gi_yieldfrom", None)
+    if not frames:
+        return "(finished)"
+    user = [i for i, f in enumerate(frames) if not f.f_code.co_filename.startswith(_PACKAGE_DIR)]
+    at = user[-1] if user else 0
+    code = frames[at].f_code
+    text = f"at {os.path.basename(code.co_filename)}:{frames[at].f_lineno} in {code.co_name}"
+    inner = [f.f_code.co_name for f in frames[at + 1 :] if f.f_code.co_name != "__await__"]
+    return f"{text}, waiting in {inner[0]}" if inner else text
+
+
 class TaskletRunner(DpuRunner):
     """The tasklets of a Python kernel on one DPU, with its pipeline and DMA engine."""
 
@@ -405,6 +430,13 @@ class TaskletRunner(DpuRunner):
 
     def live_threads(self) -> int:
         return self._live
+
+    def location(self) -> list[tuple[int, str]]:
+        return [
+            (proc.actor & 31, coroutine_location(proc.coro))
+            for proc in self.tasklets
+            if not proc.done
+        ]
 
     def _tasklet_exit(self, proc: Process, exc: BaseException | None) -> None:
         dpu = self.dpu

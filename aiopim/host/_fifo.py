@@ -13,6 +13,8 @@ from .._errors import DpuError, DpuErrorCode
 from .._ops import XferMode, _fifo
 
 if TYPE_CHECKING:
+    from .._machine._dpu import Dpu
+    from .._machine._rank import Rank
     from ._dpuset import DpuSet
 
 
@@ -120,54 +122,53 @@ class OutputFifo(_FifoBase):
     def __init__(self, dpus: DpuSet, link: _fifo.FifoLink, dtype: npt.DTypeLike) -> None:
         super().__init__(dpus, link, dtype)
         self._rings = np.zeros((len(dpus), link.ring_bytes), dtype=np.uint8)
-        #: elements flushed by a drain that failed on another rank, returned by the next drain
-        self._held: list[np.ndarray] = [self._empty() for _ in range(len(dpus))]
+        #: per DPU, what flushes took out of it and no drain has returned yet: (the flush's
+        #: number on the DPU's rank, its elements), oldest first
+        self._held: list[list[tuple[int, np.ndarray]]] = [[] for _ in range(len(dpus))]
+        #: per rank, its DPUs as (position in the set, DPU)
+        self._members: dict[int, list[tuple[int, Dpu]]] = {}
+        for i, d in enumerate(dpus.dpu_list):
+            self._members.setdefault(d.rank.index, []).append((i, d))
 
     async def drain(self) -> list[np.ndarray]:
         """Empty every DPU's FIFO: per DPU, an array ``(k, items_per_element)``, oldest first.
 
-        If the flush fails on some rank (e.g. its queue was flushed by an earlier asynchronous
-        failure), the error is raised, and what the other ranks' flushes took out of their DPUs
-        is kept and returned first by the next ``drain``.
+        What a flush takes out of the DPUs is kept as it happens. If the drain fails on some
+        rank (e.g. its queue was flushed by an earlier asynchronous failure) or is cancelled,
+        the error or cancellation is raised, and what the flushes took out (those that ran,
+        and those that run after a cancellation) is returned first by the next ``drain``.
         """
+        await self._flush()
+        return self.take_held()
+
+    async def _flush(self) -> None:
+        """The flush of :meth:`drain`, its elements kept for :meth:`take_held`."""
         for one, ring in zip(self.dpus.iter_dpus(), self._rings, strict=True):
             _fifo.fifo_prepare_xfer(one, self.link, ring)
-        ranks = self.dpus.rank_list
-        before = [self.link.rank_fifo(r).flushes for r in ranks]
-        try:
-            await _fifo.fifo_push_xfer(self.dpus, self.link, XferMode())
-        except DpuError:
-            flushed = {
-                r.index
-                for r, n in zip(ranks, before, strict=True)
-                if self.link.rank_fifo(r).flushes != n
-            }
-            self._held = self._collect(flushed)
-            raise
-        out = self._collect({r.index for r in ranks})
-        self._held = [self._empty() for _ in out]
-        return out
+        await _fifo.fifo_push_xfer(self.dpus, self.link, XferMode(), on_flushed=self._flushed)
 
     def take_held(self) -> list[np.ndarray]:
-        """Per DPU, the elements a failed ``drain`` kept (and forget them)."""
-        held, self._held = self._held, [self._empty() for _ in self._held]
+        """Per DPU, the elements flushed and not yet returned, from a failed or cancelled
+        ``drain`` (and forget them)."""
+        return [self._rows([rows for _, rows in held]) for held in self._take_flushes()]
+
+    def _take_flushes(self) -> list[list[tuple[int, np.ndarray]]]:
+        """:meth:`take_held` flush by flush: per DPU, ``(n, elements)`` for the ``n``-th flush
+        of the link on the DPU's rank (numbers every link object to the same FIFO shares)."""
+        held, self._held = self._held, [[] for _ in self._held]
         return held
 
-    def _empty(self) -> np.ndarray:
-        return np.zeros((0, self.items_per_element), dtype=self.dtype)
+    def _flushed(self, rank: Rank, rf: _fifo.RankFifo) -> None:
+        """A flush of this link object ended on ``rank``: keep what it took out."""
+        for i, d in self._members.get(rank.index, ()):
+            rows = _fifo.flushed_elements(self.link, rf, d, self._rings[i])
+            if len(rows):
+                self._held[i].append((rf.flushes, rows.view(self.dtype).reshape(len(rows), -1)))
 
-    def _collect(self, ranks: set[int]) -> list[np.ndarray]:
-        """Elements of the last flush of ``ranks``' DPUs, after those held from a failed drain."""
-        out: list[np.ndarray] = []
-        for d, ring, held in zip(self.dpus.dpu_list, self._rings, self._held, strict=True):
-            k = _fifo.fifo_size(self.link, d) if d.rank.index in ranks else 0
-            if k:
-                rows = [_fifo.fifo_elem(self.link, d, ring, i) for i in range(k)]
-                new = np.stack(rows).view(self.dtype).reshape(k, -1).copy()
-                out.append(np.concatenate([held, new]) if len(held) else new)
-            else:
-                out.append(held)
-        return out
+    def _rows(self, parts: list[np.ndarray]) -> np.ndarray:
+        if not parts:
+            return np.zeros((0, self.items_per_element), dtype=self.dtype)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     async def stream(self, *, poll_us: float = 10.0) -> AsyncIterator[tuple[int, np.ndarray]]:
         """Drain until the DPUs have stopped and nothing is left: ``(dpu_index, element)``.

@@ -327,7 +327,7 @@ class _Assembler:
             raise self.err(
                 f"instruction {stmt.name!r} outside a .text section", stmt.line, stmt.col
             )
-        if stmt.name.split(":")[0] not in _CANDIDATES and stmt.name not in _SIG_NAMES:
+        if stmt.name not in _CANDIDATES and stmt.name not in _SIG_NAMES:
             raise self.err(f"unknown instruction {stmt.name!r}", stmt.line, stmt.col)
         stmt.section, stmt.offset = sec.name, sec.size
         sec.stmts.append(stmt)
@@ -791,7 +791,15 @@ class _Assembler:
                 raise self.err(f".size of undefined symbol {name!r}", stmt.line, stmt.args[0].col)
             v = self._eval(self._parse(stmt.args[1], stmt), stmt.args[1], stmt)
             home = self.sections.get(self.symbols[name].section or "")
-            sizes[name] = v * 8 if home is not None and home.space == "IRAM" else v
+            size = v * 8 if home is not None and home.space == "IRAM" else v
+            if not 0 <= size <= 0xFFFFFFFF:
+                raise self.err(
+                    f".size {v} of {name!r} is out of range: a symbol's size is 0 to "
+                    "4294967295 bytes",
+                    stmt.line,
+                    stmt.args[1].col,
+                )
+            sizes[name] = size
         # data labels without .size extend to the next label of their section (or its end)
         by_section: dict[str, list[int]] = {}
         for sym in self.symbols.values():

@@ -862,7 +862,9 @@ class IsaScheduler:
         poll = timing.COMPLETION_POLL_LATENCY_PS
         t = now
         chunks = 0
-        while active and t < horizon and chunks < _MAX_CHUNKS:
+        k = self.kernel
+        # k.host_pending: the host must act first (Ctrl-C marks it): stop at a chunk's end
+        while active and t < horizon and chunks < _MAX_CHUNKS and not k.host_pending:
             # one DPU alone needs no lockstep: nobody else can run past its end
             span = poll if len(active) > 1 else poll * _MAX_CHUNKS
             t_end = min(horizon, t + span)

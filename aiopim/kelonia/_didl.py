@@ -288,8 +288,20 @@ def _syntax_error(exc: lark.exceptions.UnexpectedInput, text: str, file: str) ->
     return DidlError(f"unexpected {str(tok)!r}", file, line, column, expected)
 
 
-def _int(tok: lark.Token) -> int:
-    return int(str(tok), 0)
+def _int(file: str, tok: lark.Token) -> int:
+    """The value of an ``INT`` token: decimal or ``0x`` hexadecimal. A decimal number with a
+    leading zero is refused (C would read it as octal)."""
+    text = str(tok)
+    if len(text) > 1 and text[0] == "0" and text[1] not in "xX":
+        p = _pos(file, tok)
+        raise DidlError(
+            f"number {text!r} has a leading zero",
+            file,
+            p.line,
+            p.column,
+            f"a decimal number without leading zeros ({text.lstrip('0') or '0'}) or 0x hexadecimal",
+        )
+    return int(text, 0)
 
 
 def _pos(file: str, tok: lark.Token | lark.Tree[lark.Token]) -> Pos:
@@ -301,11 +313,11 @@ def _pos(file: str, tok: lark.Token | lark.Tree[lark.Token]) -> Pos:
 def _range(file: str, tree: lark.Tree[lark.Token], what: str) -> tuple[int, int]:
     first_tok, _, last_tok = tree.children
     assert isinstance(first_tok, lark.Token)
-    first = _int(first_tok)
+    first = _int(file, first_tok)
     if last_tok is None:
         return first, first
     assert isinstance(last_tok, lark.Token)
-    last = _int(last_tok)
+    last = _int(file, last_tok)
     if last < first:
         p = _pos(file, first_tok)
         raise DidlError(
@@ -335,7 +347,7 @@ def _param(file: str, tree: lark.Tree[lark.Token]) -> Param:
         )
     length = None
     if isinstance(length_tok, lark.Token):
-        length = _int(length_tok)
+        length = _int(file, length_tok)
         if length < 1:
             p = _pos(file, length_tok)
             raise DidlError(
@@ -359,7 +371,7 @@ def _mapping(file: str, tree: lark.Tree[lark.Token]) -> Mapping:
         words = _range(file, ranges[1], "word")
         return Mapping(str(name_tok), "mbox", words, tasklets, 0, pos)
     off_tok = _tokens(res)[2]
-    return Mapping(str(name_tok), "dram", (0, 0), (0, 0), _int(off_tok), pos)
+    return Mapping(str(name_tok), "dram", (0, 0), (0, 0), _int(file, off_tok), pos)
 
 
 def parse_didl(text: str, file: str = "<didl>", name: str | None = None) -> Interface:

@@ -189,8 +189,10 @@ def replay(
     seed: int = 0,
     progress: Progress | None = None,
     check: bool = True,
+    time_limit: float | None = None,
 ) -> Replay:
-    """Run ``scenario`` in virtual time; with ``check``, raise if an expectation fails."""
+    """Run ``scenario`` in virtual time; with ``check``, raise if an expectation fails.
+    ``time_limit``: seconds of virtual time it may take (:class:`~aiopim.TimeLimitError`)."""
     emu = Emulator(scenario.machine, seed=seed, record=True)
     ctx = ReplayContext(scenario, emu, progress)
     failure: list[StepFailed] = []
@@ -221,7 +223,7 @@ def replay(
                 await emu.bridge.wait(w)
 
     try:
-        outside_event_loop(lambda: emu.run(main, backend=backend))
+        outside_event_loop(lambda: emu.run(main, backend=backend, time_limit=time_limit))
     except BaseException as exc:
         dead = _only_deadlock(exc)
         if dead is None:

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
+import anyio
 import numpy as np
 
 from .. import timing
@@ -161,15 +162,27 @@ class FifoPush:
     A push with a ``None`` must wait (``wait=True``): on the SDK's rank-wide fast path the
     skipped DPUs still get their write pointer advanced (a garbage element), and only a
     push that is alone in its window can be told apart.
+
+    ``cancel_us``: the host cancels the push if it has not returned after that many
+    microseconds of virtual time (0: at its first wait); its jobs already queued still run.
+    A push with a ``None`` is never cancelled, for the same reason: the next push could
+    start before it ends.
     """
 
     values: tuple[int | None, ...]
     wait: bool = True
+    cancel_us: int | None = None
 
 
 @dataclass(frozen=True)
 class FifoDrain:
-    """``OutputFifo.drain``: flush every DPU's output FIFO (synchronous)."""
+    """``OutputFifo.drain``: flush every DPU's output FIFO (synchronous).
+
+    ``cancel_us``: the host cancels the drain if it has not returned after that many
+    microseconds of virtual time; what its flushes take out comes back with a later drain.
+    """
+
+    cancel_us: int | None = None
 
 
 @dataclass(frozen=True)
@@ -402,6 +415,14 @@ class _Player:
 
     # -- operations -------------------------------------------------------------------------------
     async def play(self, i: int, op: FifoOp) -> None:
+        cancel_us = op.cancel_us if isinstance(op, FifoPush | FifoDrain) else None
+        if cancel_us is None:
+            await self._play(i, op)
+            return
+        with anyio.move_on_after(cancel_us / 1e6):
+            await self._play(i, op)
+
+    async def _play(self, i: int, op: FifoOp) -> None:
         if isinstance(op, FifoPush):
             await self._push(i, op)
         elif isinstance(op, FifoDrain):
@@ -424,8 +445,11 @@ class _Player:
         n = len(self.dpus)
         if len(op.values) != n:
             raise ValueError(f"op {i}: {len(op.values)} values for {n} DPUs")
-        if not op.wait and any(v is None for v in op.values):
-            raise ValueError(f"op {i}: a push that skips DPUs (None) must wait (see FifoPush)")
+        if any(v is None for v in op.values) and (not op.wait or op.cancel_us is not None):
+            raise ValueError(
+                f"op {i}: a push that skips DPUs (None) must wait and not be cancelled "
+                "(see FifoPush)"
+            )
         size = self.stream.input.data_size
         elements = [None if v is None else element_words(v, size) for v in op.values]
         self._scan()
@@ -463,12 +487,26 @@ class _Player:
                 self._take(members, await self.drain_fn(fout))
                 continue
             try:
-                batches = await fout.drain()
-            except DpuError:
-                # the flush jobs of other ranks may have run: the drain kept their elements
-                self._take(members, fout.take_held())
-                raise
-            self._take(members, batches)
+                await fout._flush()
+            finally:
+                # a failed drain kept what the other ranks' flush jobs took out; a cancelled
+                # one keeps what they take out after the cancellation
+                self._take_kept()
+
+    def _take_kept(self) -> None:
+        """Log what every link object kept, per DPU in the order of the flushes that took it
+        out (a flush of the whole set's link and one of a rank's link on the same rank run
+        in the rank's queue order)."""
+        parts: list[list[tuple[int, np.ndarray]]] = [[] for _ in range(len(self.dpus))]
+        fouts = [(list(range(len(self.dpus))), self.fout)]
+        fouts += [(self.rank_dpus[k], fout) for k, fout in self.rank_outs.items()]
+        for members, fout in fouts:
+            for j, flushes in zip(members, fout._take_flushes(), strict=True):
+                parts[j] += flushes
+        for j, flushes in enumerate(parts):
+            flushes.sort(key=lambda part: part[0])
+            for _, rows in flushes:
+                self._take([j], [rows])
 
     def _take(self, members: list[int], batches: list[np.ndarray]) -> None:
         for j, rows in zip(members, batches, strict=True):

@@ -344,15 +344,27 @@ def fifo_values(
     return st.lists(one, min_size=nr_dpus, max_size=nr_dpus).map(tuple)
 
 
+#: the longest a generated push or drain may go before the host cancels it (µs)
+MAX_CANCEL_US = 40
+
+
+def fifo_cancels(max_us: int = MAX_CANCEL_US) -> st.SearchStrategy[int | None]:
+    """When the host cancels a push or a drain: never (None), or after 0..``max_us`` µs."""
+    return st.one_of(st.none(), st.integers(0, max_us))
+
+
 def fifo_pushes(
     machine: MachineConfig,
     *,
     values: st.SearchStrategy[int] | None = None,
     skip: bool = True,
     asynchronous: bool = True,
+    cancels: bool = False,
 ) -> st.SearchStrategy[FifoPush]:
     """``InputFifo.push`` of one value per DPU of ``machine``, waiting or (``asynchronous``)
-    not; a push that skips DPUs always waits (see :class:`~aiopim.testing.FifoPush`)."""
+    not; a push that skips DPUs always waits (see :class:`~aiopim.testing.FifoPush`). With
+    ``cancels`` the host may cancel it after a while (``FifoPush.cancel_us``), unless it
+    skips DPUs."""
     n = machine.nr_ranks * machine.nr_dpus_per_rank
 
     @st.composite
@@ -361,9 +373,16 @@ def fifo_pushes(
         wait = True
         if asynchronous and all(v is not None for v in vals):
             wait = draw(st.booleans())
-        return FifoPush(vals, wait)
+        skips = any(v is None for v in vals)
+        cancel_us = draw(fifo_cancels()) if cancels and not skips else None
+        return FifoPush(vals, wait, cancel_us)
 
     return build()
+
+
+def fifo_drains(*, cancels: bool = False) -> st.SearchStrategy[FifoDrain]:
+    """``OutputFifo.drain``; with ``cancels`` the host may cancel it after a while."""
+    return st.builds(FifoDrain, fifo_cancels()) if cancels else st.just(FifoDrain())
 
 
 def fifo_retry_settings(
@@ -386,12 +405,14 @@ def fifo_stops(*, asynchronous: bool = True) -> st.SearchStrategy[FifoStop]:
 
 
 def fifo_host_ops(
-    machine: MachineConfig, *, skip: bool = True, asynchronous: bool = True
+    machine: MachineConfig, *, skip: bool = True, asynchronous: bool = True, cancels: bool = False
 ) -> st.SearchStrategy[FifoOp]:
-    """One FIFO operation that may come before the stop: push, drain, retry setting, delay."""
-    push = fifo_pushes(machine, skip=skip, asynchronous=asynchronous)
+    """One FIFO operation that may come before the stop: push, drain, retry setting, delay
+    (with ``cancels``, pushes and drains the host may cancel)."""
+    push = fifo_pushes(machine, skip=skip, asynchronous=asynchronous, cancels=cancels)
     # pushes weigh 5 to 1 against each other kind of operation
-    return st.one_of(*[push] * 5, st.just(FifoDrain()), fifo_retry_settings(), fifo_delays())
+    drain = fifo_drains(cancels=cancels)
+    return st.one_of(*[push] * 5, drain, fifo_retry_settings(), fifo_delays())
 
 
 def fifo_sequences(
@@ -402,23 +423,29 @@ def fifo_sequences(
     ops: st.SearchStrategy[FifoOp] | None = None,
     asynchronous: bool = True,
     sync_before_stop: bool = False,
+    cancels: bool = False,
 ) -> st.SearchStrategy[list[FifoOp]]:
     """A FIFO host program: maybe retry settings, ``ops`` (default :func:`fifo_host_ops`),
-    then the stop, drains or delays, a safe sync and a last drain.
+    then the stop, drains or delays, a safe sync and a last drain. With ``cancels`` the host
+    may cancel pushes and drains at any point (the sync and the last drain excepted).
 
     With ``sync_before_stop`` the program makes the classic mistake instead: a plain
     ``dpu_sync`` queued before the stop, which deadlocks (the DPUs wait for ``active``).
     Use ``asynchronous=False`` with it: a rank broken by an asynchronous push failure
     refuses the sync at the call instead.
     """
-    body_op = ops if ops is not None else fifo_host_ops(machine, asynchronous=asynchronous)
+    body_op = (
+        ops
+        if ops is not None
+        else fifo_host_ops(machine, asynchronous=asynchronous, cancels=cancels)
+    )
     body = st.tuples(
         st.lists(fifo_retry_settings(), max_size=1),
         st.lists(body_op, min_size=min_size, max_size=max_size),
     ).map(lambda parts: [*parts[0], *parts[1]])
     if sync_before_stop:
         return body.map(lambda b: [*b, FifoSync(safe=False), FifoStop()])
-    tail = st.lists(st.one_of(st.just(FifoDrain()), fifo_delays()), max_size=2)
+    tail = st.lists(st.one_of(fifo_drains(cancels=cancels), fifo_delays()), max_size=2)
     stop = fifo_stops(asynchronous=asynchronous)
     return st.tuples(body, stop, tail).map(
         lambda parts: [*parts[0], parts[1], *parts[2], FifoSync(), FifoDrain()]
@@ -432,9 +459,11 @@ def fifo_scenarios(
     min_size: int = 0,
     max_size: int = 24,
     asynchronous: bool = True,
+    cancels: bool = False,
 ) -> st.SearchStrategy[tuple[MachineConfig, FifoStream, list[FifoOp]]]:
     """``(machine, stream, operations)``: a v1B machine, an echo program shape and a FIFO
-    host program for them (play it with :func:`~aiopim.testing.fifo_host`)."""
+    host program for them (play it with :func:`~aiopim.testing.fifo_host`); with
+    ``cancels``, a program that cancels some of its pushes and drains."""
     ms = (
         machine_strategy
         if machine_strategy is not None
@@ -449,6 +478,12 @@ def fifo_scenarios(
         lambda ms_: st.tuples(
             st.just(ms_[0]),
             st.just(ms_[1]),
-            fifo_sequences(ms_[0], min_size=min_size, max_size=max_size, asynchronous=asynchronous),
+            fifo_sequences(
+                ms_[0],
+                min_size=min_size,
+                max_size=max_size,
+                asynchronous=asynchronous,
+                cancels=cancels,
+            ),
         )
     )

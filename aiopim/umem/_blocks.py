@@ -22,6 +22,8 @@ class Block:
     origin: int
     span: int
     aligned: bool = False
+    #: how many memories hold the block (the DPUs of the context that allocated it)
+    lanes: int = 1
 
     @property
     def end(self) -> int:

@@ -108,6 +108,11 @@ def host_bytes(buf: Any, *, writable: bool, name: str) -> Bytes:
     return arr
 
 
+#: the largest fill (``set``, ``calloc``) written at once: larger ones go piece by piece, so a
+#: fill needs no more host memory than this. The MRAM of a DPU: a DPU's fill is one transfer.
+FILL_CHUNK = 64 << 20
+
+
 class Context:
     """A memory context: a storage device whose addresses are integers.
 
@@ -402,8 +407,15 @@ class Context:
 
     async def _set(self, adr: int, c: int, nbytes: int, what: str) -> None:
         if self._check_span(adr, nbytes, what, "area"):
-            row = np.full((1, nbytes), c & 0xFF, np.uint8)
-            await self._guard(what, self._awrite(adr, row))
+            await self._guard(what, self._fill(adr, c & 0xFF, nbytes))
+
+    async def _fill(self, adr: int, c: int, nbytes: int) -> None:
+        """Write ``nbytes`` bytes ``c`` at ``adr`` (inside a live block), at most
+        :data:`FILL_CHUNK` at a time."""
+        chunk = FILL_CHUNK
+        row = np.full((1, min(nbytes, chunk)), c, np.uint8)
+        for start in range(0, nbytes, chunk):
+            await self._awrite(adr + start, row[:, : min(chunk, nbytes - start)])
 
     def gather(self, adr: int | Address, nbytes: int) -> Awaitable[Bytes]:
         """``nbytes`` at ``adr`` from every lane: an array of shape ``(nr_lanes, nbytes)``."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from typing import Any, ClassVar
 
@@ -112,8 +113,29 @@ class _DpuMemory(Context):
         return found
 
     def _register(self, block: Block) -> None:
-        for table in self._tables():
+        tables = self._tables()
+        block = dataclasses.replace(block, lanes=len(tables))
+        for table in tables:
             table.add(block)
+
+    def _release(self, adr: int, *, aligned: bool) -> None:
+        tables = self._tables()
+        block = tables[0].get(adr) if tables else None
+        if (
+            block is not None
+            and block.lanes > len(tables)
+            and all(t.get(adr) is block for t in tables)
+        ):
+            # a set's block seen from some of its DPUs: freeing it here would leave it
+            # reserved on the others, and its owner unable to use or free it
+            self.status.set(
+                StatusType.ValueError,
+                f"{'aligned_free' if aligned else 'free'}: {adr:#x} was allocated on "
+                f"{block.lanes} DPUs and this context covers {len(tables)} of them; free it "
+                "through the context that allocated it (one over all its DPUs)",
+            )
+            return
+        super()._release(adr, aligned=aligned)
 
     def _unregister(self, adr: int) -> Block | None:
         tables = self._tables()

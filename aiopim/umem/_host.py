@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import Any
 
@@ -164,6 +165,36 @@ class File(Context):
                     StatusType.IOError, f"{self.path!r}: cannot grow to {adr + nbytes} bytes: {exc}"
                 ) from None
         return adr
+
+    async def _fill(self, adr: int, c: int, nbytes: int) -> None:
+        if c == 0 and self._writable:  # the holes of a sparse file are zeros already
+            for start, end in self._data_extents(adr, adr + nbytes):
+                await super()._fill(start, 0, end - start)
+            return
+        await super()._fill(adr, c, nbytes)
+
+    def _data_extents(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """The parts of ``[lo, hi)`` that may hold other bytes than zeros: the file's data,
+        not its holes (all of it where the file system cannot tell)."""
+        fd = self._open_fd()
+        seek_data, seek_hole = getattr(os, "SEEK_DATA", None), getattr(os, "SEEK_HOLE", None)
+        if seek_data is None or seek_hole is None:
+            return [(lo, hi)]
+        out: list[tuple[int, int]] = []
+        pos = lo
+        while pos < hi:
+            try:
+                start = os.lseek(fd, pos, seek_data)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:  # no data after pos
+                    break
+                return [(lo, hi)]
+            if start >= hi:
+                break
+            end = min(os.lseek(fd, start, seek_hole), hi)
+            out.append((start, end))
+            pos = end
+        return out
 
     def _read(self, adr: int, nbytes: int) -> Any:
         fd = self._open_fd()
