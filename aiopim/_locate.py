@@ -7,7 +7,6 @@ share one line, so a rank running in lockstep is one line.
 
 from __future__ import annotations
 
-import importlib
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -94,11 +93,6 @@ def _binary_location(runner: Any, isa: Any) -> list[tuple[int, str]]:
 
 def _thread_columns() -> tuple[int, int]:
     """The columns of an interpreter thread row holding its PC and its run state (0: stopped)."""
-    for name in ("aiopim.isa._layout", "aiopim.isa._interp"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        if hasattr(module, "T_PC") and hasattr(module, "T_RUN"):
-            return int(module.T_PC), int(module.T_RUN)
-    return 0, 1
+    from .isa import _layout
+
+    return _layout.T_PC, _layout.T_RUN
