@@ -10,8 +10,8 @@ sees every DPU exactly at that instant. The scheduler is a single kernel event, 
 the horizon; DPU ends and faults become kernel events at their exact times.
 
 Speculation. When the horizon is far, one call of the loop per chunk costs more than the
-chunks need (each call cuts the DPUs' windows, and on several threads every call is a hand-over
-to the workers). The scheduler then checkpoints every running DPU (its arrays, and WRAM block
+chunks need (each call has a fixed cost per DPU, and on several threads every call is a
+hand-over to the workers). The scheduler then checkpoints every running DPU (its arrays, and WRAM block
 by block before each block's first write; Python keeps each MRAM page before its first write
 and the IRAM bytes ``ldmai`` overwrites), runs them all to the horizon in one call, and finds
 where the chunks would have stopped: at the first end or fault plus the polling latency. The
