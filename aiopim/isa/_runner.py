@@ -11,9 +11,10 @@ the horizon; DPU ends and faults become kernel events at their exact times.
 
 Speculation. When the horizon is far, one call of the loop per chunk costs more than the
 chunks need (each call has a fixed cost per DPU, and on several threads every call is a
-hand-over to the workers). The scheduler then checkpoints every running DPU (its arrays, and WRAM block
-by block before each block's first write; Python keeps each MRAM page before its first write
-and the IRAM bytes ``ldmai`` overwrites), runs them all to the horizon in one call, and finds
+hand-over to the workers). The scheduler then checkpoints every running DPU (its arrays, and
+WRAM block by block before each block's first write; Python keeps each MRAM page before its
+first write and the IRAM bytes ``ldmai`` overwrites), runs them all to the horizon in one call,
+and finds
 where the chunks would have stopped: at the first end or fault plus the polling latency. The
 DPUs that issued past that point go back to their checkpoint and run again to it, which repeats
 the same instructions (a DPU's run depends only on its own state until the host acts). Ends are
