@@ -10,16 +10,8 @@ from setuptools import Extension, setup
 
 ENGINE = Extension("aiopim.isa._interp", ["aiopim/isa/_interp.py"], extra_compile_args=["-O3"])
 
-extensions = cythonize(
-    [ENGINE],
-    compiler_directives={
-        "language_level": 3,
-        "boundscheck": False,
-        "wraparound": False,
-        "initializedcheck": False,
-        "cdivision": False,
-    },
-)
+# the module's own header comment sets its compiler directives
+extensions = cythonize([ENGINE])
 for extension in extensions:
     extension.optional = True  # cythonize does not carry the flag over
 

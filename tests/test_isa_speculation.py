@@ -347,7 +347,8 @@ def test_a_transfer_python_serves_keeps_its_wram_block_and_rolls_back(
         wram = dpu.wram
         wram[:] = (np.arange(len(wram)) % 251 + 1).astype(np.uint8)
         before = wram.copy()
-        r.save_state()
+        r.checkpoint()
+        r.engine.save_state(r.core)  # what the batch does before it runs the DPU
         r.dv[I.D_WKEEP] = 1  # as the batch keeps WRAM
         r.dv[I.D_WKEPT] = 0
         r.dv[I.D_WBLOCK] = _interp.wram_block_shift(len(wram))

@@ -1,3 +1,6 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+# (compiled, array indices are not checked: every index the loop uses is checked by the
+# instruction's own rules first, see "Many DPUs in one call" in docs/isa-semantics.md)
 """The interpreter loop of one DPU: cycle-level issue, every instruction's semantics, the DMA
 engine, and the batch that runs many DPUs.
 
@@ -66,7 +69,6 @@ if not cython.compiled:
         D_PS_DEN,
         D_PS_NUM,
         D_READY,
-        D_REQ,
         D_RR,
         D_WBLOCK,
         D_WKEEP,
@@ -334,9 +336,6 @@ class PageTable:
         self.addr[i] = page.ctypes.data
         return i
 
-    def __len__(self) -> int:
-        return len(self.arrays)
-
 
 @cython.cclass
 class Core:
@@ -506,8 +505,6 @@ def first_cycle(
 @cython.ccall
 @cython.nogil
 @cython.exceptval(check=False)
-@cython.boundscheck(False)
-@cython.wraparound(False)
 def keep_wram(core: Core, lo: cython.longlong, hi: cython.longlong) -> cython.void:
     """Before WRAM bytes ``[lo, hi)`` change: while a checkpoint is kept (``core.dv[D_WKEEP]``),
     copy to its WRAM copy each block among them not copied yet."""
@@ -745,8 +742,6 @@ def condition(
 @cython.cfunc
 @cython.nogil
 @cython.exceptval(check=False)
-@cython.boundscheck(False)
-@cython.wraparound(False)
 def set_fault(
     core: Core,
     kind: cython.longlong,
@@ -766,8 +761,6 @@ def set_fault(
 @cython.cfunc
 @cython.nogil
 @cython.exceptval(check=False)
-@cython.boundscheck(False)
-@cython.wraparound(False)
 def dma_request(
     core: Core,
     t: cython.longlong,
@@ -785,7 +778,6 @@ def dma_request(
     core.dma[t * NDMA + 3] = size
     core.th[t * NTH + T_RUN] = RUN_DMA
     core.dv[D_READY] &= ~(cython.cast(cython.longlong, 1) << t)
-    core.dv[D_REQ] = t
     num: cython.longlong = core.dv[D_PS_NUM]
     den: cython.longlong = core.dv[D_PS_DEN]
     boot: cython.longlong = core.dv[D_BOOT_PS]
@@ -812,8 +804,15 @@ def dma_request(
 @cython.inline
 @cython.nogil
 @cython.exceptval(check=False)
-@cython.boundscheck(False)
-@cython.wraparound(False)
+def word32(wram: cython.uchar[::1], a: cython.longlong) -> cython.longlong:
+    """The little-endian 32-bit word at WRAM byte ``a``."""
+    return iv(wram[a]) | (iv(wram[a + 1]) << 8) | (iv(wram[a + 2]) << 16) | (iv(wram[a + 3]) << 24)
+
+
+@cython.cfunc
+@cython.inline
+@cython.nogil
+@cython.exceptval(check=False)
 def fast_row(
     regs: cython.longlong[::1],
     th: cython.longlong[::1],
@@ -882,12 +881,7 @@ def fast_row(
         fa = (av + bv) & M32
         if fa + 4 > wram.shape[0] or fa & 3 != 0:
             return False
-        regs[t * NREG + ((w0 >> FW_D) & 63)] = (
-            iv(wram[fa])
-            | (iv(wram[fa + 1]) << 8)
-            | (iv(wram[fa + 2]) << 16)
-            | (iv(wram[fa + 3]) << 24)
-        )
+        regs[t * NREG + ((w0 >> FW_D) & 63)] = word32(wram, fa)
         th[t * NTH + T_PC] = pc + 1
         return True
     if f == FAST_LD:
@@ -895,18 +889,8 @@ def fast_row(
         if fa + 8 > wram.shape[0] or fa & 7 != 0:
             return False
         d = t * NREG + ((w0 >> FW_D) & 63)
-        regs[d] = (
-            iv(wram[fa + 4])
-            | (iv(wram[fa + 5]) << 8)
-            | (iv(wram[fa + 6]) << 16)
-            | (iv(wram[fa + 7]) << 24)
-        )
-        regs[d + 1] = (
-            iv(wram[fa])
-            | (iv(wram[fa + 1]) << 8)
-            | (iv(wram[fa + 2]) << 16)
-            | (iv(wram[fa + 3]) << 24)
-        )
+        regs[d] = word32(wram, fa + 4)  # the high word of the pair
+        regs[d + 1] = word32(wram, fa)
         th[t * NTH + T_PC] = pc + 1
         return True
     if f == FAST_CALL:
@@ -922,8 +906,6 @@ def fast_row(
 @cython.cfunc
 @cython.nogil
 @cython.exceptval(check=False)
-@cython.boundscheck(False)
-@cython.wraparound(False)
 def execute(
     core: Core,
     code: cython.longlong[::1],
@@ -1032,7 +1014,7 @@ def execute(
                 result = cython.cast(cython.longlong, v)
         else:
             kind: cython.longlong = (sub >> SUB_KIND_SHIFT) & 3
-            cv: cython.longlong = iv(iv(code[row + C_CV]))
+            cv: cython.longlong = iv(code[row + C_CV])
             if kind == SV_IMM:
                 v = cython.cast(cython.ulonglong, cv) & M64
             elif kind == SV_ID:
@@ -1100,7 +1082,7 @@ def execute(
         result = x
         zx = x
     elif op in (OP_LSL_ADD, OP_LSL_SUB, OP_LSR_ADD, OP_ROL_ADD):
-        n = iv(iv(code[row + C_CV])) & 31
+        n = iv(code[row + C_CV]) & 31
         if op == OP_LSR_ADD:
             s = bv >> n
         elif op == OP_ROL_ADD:
@@ -1154,38 +1136,34 @@ def execute(
             dv[D_READY] &= ~(cython.cast(cython.longlong, 1) << u)
             ret = X_THREADS
         zx = x
-    elif op in (OP_MOVD, OP_SWAPD):
+    elif op in (OP_MOVD, OP_SWAPD, OP_MUL_STEP, OP_DIV_STEP):
+        # the source pair: its even register (high word) and the next (low word)
         hi = iv(regs[t * NREG + iv(code[row + C_DB])])
         lo = iv(regs[t * NREG + iv(code[row + C_DB]) + 1])
-        if op == OP_SWAPD:
-            result64 = (cython.cast(cython.ulonglong, lo) << 32) | hi
-        else:
+        if op == OP_MOVD:
             result64 = (cython.cast(cython.ulonglong, hi) << 32) | lo
+            x = hi
+        elif op == OP_SWAPD:
+            result64 = (cython.cast(cython.ulonglong, lo) << 32) | hi
+            x = hi
+        elif op == OP_MUL_STEP:
+            x = hi >> 1
+            if hi & 1:
+                lo = (lo + ((av << (iv(code[row + C_CV]) & 31)) & M32)) & M32
+            result64 = (cython.cast(cython.ulonglong, x) << 32) | lo
+            zx = x
+        else:  # div_step
+            s = (av << (iv(code[row + C_CV]) & 31)) & M32
+            if lo >= s:
+                result64 = (cython.cast(cython.ulonglong, ((hi << 1) | 1) & M32) << 32) | (
+                    (lo - s) & M32
+                )
+            else:
+                result64 = (cython.cast(cython.ulonglong, (hi << 1) & M32) << 32) | iv(
+                    regs[t * NREG + d + 1]
+                )
+            x = (lo - s) & M32
         wide = True
-        x = hi
-    elif op == OP_MUL_STEP:
-        hi = iv(regs[t * NREG + iv(code[row + C_DB])])
-        lo = iv(regs[t * NREG + iv(code[row + C_DB]) + 1])
-        x = hi >> 1
-        if hi & 1:
-            lo = (lo + ((av << (iv(code[row + C_CV]) & 31)) & M32)) & M32
-        result64 = (cython.cast(cython.ulonglong, x) << 32) | lo
-        wide = True
-        zx = x
-    elif op == OP_DIV_STEP:
-        hi = iv(regs[t * NREG + iv(code[row + C_DB])])
-        lo = iv(regs[t * NREG + iv(code[row + C_DB]) + 1])
-        s = (av << (iv(code[row + C_CV]) & 31)) & M32
-        if lo >= s:
-            result64 = (cython.cast(cython.ulonglong, ((hi << 1) | 1) & M32) << 32) | (
-                (lo - s) & M32
-            )
-        else:
-            result64 = (cython.cast(cython.ulonglong, (hi << 1) & M32) << 32) | iv(
-                regs[t * NREG + d + 1]
-            )
-        wide = True
-        x = (lo - s) & M32
     elif op in (OP_ADD_SAFE, OP_SUB_SAFE):
         # a signed immediate offset: the 16-bit check sees its sign
         off: cython.longlong = bv
@@ -1284,8 +1262,6 @@ def execute(
 @cython.cfunc
 @cython.nogil
 @cython.exceptval(check=False)
-@cython.boundscheck(False)
-@cython.wraparound(False)
 def copy_page(
     core: Core,
     e: cython.longlong,
@@ -1321,8 +1297,6 @@ def copy_page(
 @cython.cfunc
 @cython.nogil
 @cython.exceptval(check=False)
-@cython.boundscheck(False)
-@cython.wraparound(False)
 def serve_dma(core: Core, c: cython.longlong) -> cython.bint:
     """Complete the transfers due at cycle ``c``, in thread order, while their MRAM pages are
     in the page map (written only into a page the map marks writable); False when one needs
@@ -1374,8 +1348,6 @@ def serve_dma(core: Core, c: cython.longlong) -> cython.bint:
 @cython.inline
 @cython.nogil
 @cython.exceptval(check=False)
-@cython.boundscheck(False)
-@cython.wraparound(False)
 def pick(
     th: cython.longlong[::1],
     ready: cython.longlong,
@@ -1411,8 +1383,6 @@ def pick(
 @cython.ccall
 @cython.nogil
 @cython.exceptval(check=False)
-@cython.boundscheck(False)
-@cython.wraparound(False)
 def run(core: Core, cycle_limit: cython.longlong, max_issue: cython.longlong) -> cython.longlong:
     """Run until ``cycle_limit`` (exclusive) or a stop reason (``R_*``); at most ``max_issue``
     instructions (``R_STEP`` when reached)."""
@@ -1432,8 +1402,6 @@ def run(core: Core, cycle_limit: cython.longlong, max_issue: cython.longlong) ->
 @cython.cfunc
 @cython.nogil
 @cython.exceptval(check=False)
-@cython.boundscheck(False)
-@cython.wraparound(False)
 def loop(
     core: Core,
     code: cython.longlong[::1],
@@ -1522,8 +1490,6 @@ def loop(
 @cython.cfunc
 @cython.nogil
 @cython.exceptval(check=False)
-@cython.boundscheck(False)
-@cython.wraparound(False)
 def host_writes(core: Core) -> cython.void:
     """Copy into WRAM the host writes scheduled at or before the DPU's cycle, in order: the
     host's bytes as they are now (no host code runs while the batch does)."""
@@ -1539,17 +1505,15 @@ def host_writes(core: Core) -> cython.void:
             for j in range(n):
                 core.wram[w + j] = src[j]
         else:
-            data = np.frombuffer(ctypes.string_at(int(core.hw[i * NHW + 2]), int(n)), np.uint8)
-            np.asarray(core.wram)[w : w + n] = data
+            source = ctypes.string_at(int(core.hw[i * NHW + 2]), int(n))
+            core.wram[w : w + n] = np.frombuffer(source, np.uint8)
         i += 1
     core.dv[D_HW_DONE] = i
 
 
-@cython.cfunc
+@cython.ccall
 @cython.nogil
 @cython.exceptval(check=False)
-@cython.boundscheck(False)
-@cython.wraparound(False)
 def save_state(core: Core) -> cython.void:
     """The checkpoint: copies of the arrays (WRAM is then kept block by block before each
     block's first write, :func:`keep_wram`), and the MRAM write marks of the page map

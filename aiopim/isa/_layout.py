@@ -47,30 +47,29 @@ D_FCODE: Final = 9
 D_FTHREAD: Final = 10
 D_FPC: Final = 11
 D_FADDR: Final = 12
-D_REQ: Final = 13  # thread of the last DMA request
-D_NTHREADS: Final = 14
-D_IRAM: Final = 15  # IRAM bytes (ldmai range)
-D_END: Final = 16  # cycle at which the run ended
-D_LAST_PC: Final = 17  # PC of the last issued instruction
-D_MRAM: Final = 18  # MRAM bytes
-D_BOOT_PS: Final = 19  # kernel time of cycle 0 of the run
-D_PS_NUM: Final = 20  # one cycle is D_PS_NUM / D_PS_DEN picoseconds (the chip's clock)
-D_PS_DEN: Final = 21
-D_DMA_FREE: Final = 22  # time the DMA engine is free again (ps)
-D_DMA_REQS: Final = 23  # DMA requests served since boot
-D_DMA_BYTES: Final = 24  # bytes moved by them
-D_READY: Final = 25  # bit t: thread t is ready to issue
+D_NTHREADS: Final = 13
+D_IRAM: Final = 14  # IRAM bytes (ldmai range)
+D_END: Final = 15  # cycle at which the run ended
+D_LAST_PC: Final = 16  # PC of the last issued instruction
+D_MRAM: Final = 17  # MRAM bytes
+D_BOOT_PS: Final = 18  # kernel time of cycle 0 of the run
+D_PS_NUM: Final = 19  # one cycle is D_PS_NUM / D_PS_DEN picoseconds (the chip's clock)
+D_PS_DEN: Final = 20
+D_DMA_FREE: Final = 21  # time the DMA engine is free again (ps)
+D_DMA_REQS: Final = 22  # DMA requests served since boot
+D_DMA_BYTES: Final = 23  # bytes moved by them
+D_READY: Final = 24  # bit t: thread t is ready to issue
 #: host writes scheduled into the run: done so far, and how many (rows of ``Core.hw``)
-D_HW_DONE: Final = 26
-D_HW_N: Final = 27
+D_HW_DONE: Final = 25
+D_HW_N: Final = 26
 #: 1 while a checkpoint's WRAM copy is kept block by block (``Core.s_wram``), the blocks
 #: copied so far (bit b for block b) and log2 of the block size
-D_WKEEP: Final = 28
-D_WKEPT: Final = 29
-D_WBLOCK: Final = 30
+D_WKEEP: Final = 27
+D_WKEPT: Final = 28
+D_WBLOCK: Final = 29
 #: pages of the page map that may hold entries (an end bound of its scans)
-D_PAGES: Final = 31
-ND: Final = 32
+D_PAGES: Final = 30
+ND: Final = 31
 
 #: "never" in cycles
 BIG: Final = 1 << 62

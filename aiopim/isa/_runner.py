@@ -440,17 +440,6 @@ class IsaRunner(DpuRunner):
         self._undo = []
         return True
 
-    def save_state(self) -> None:
-        """The checkpoint's copies of the arrays (all of WRAM), and the loop's MRAM write marks
-        cleared, made now (outside the batch)."""
-        if not self._saved:
-            self._saved = tuple(np.empty_like(a) for a in self._state())
-            self.core.set_checkpoint(self._saved)
-        self.dv[L.D_WKEEP] = 0
-        for saved, live in zip(self._saved, self._state(), strict=True):
-            np.copyto(saved, live)
-        np.bitwise_and(self.pmap, ~1, out=self.pmap, where=self.pmap >= 0)
-
     def commit(self) -> None:
         """Keep what ran since the checkpoint (the batch may go on keeping WRAM blocks until
         the next checkpoint: a copy nobody reads). Only a DPU that kept an undo list needs it."""
@@ -461,8 +450,7 @@ class IsaRunner(DpuRunner):
     def rollback(self) -> None:
         """Undo everything since the checkpoint (the DPU is running again)."""
         dpu = self.dpu
-        # WRAM: the whole copy (save_state), or the blocks the compiled batch kept
-        keeping = bool(self.dv[L.D_WKEEP])
+        # WRAM: the blocks the batch kept before their first write since the checkpoint
         kept = int(self.dv[L.D_WKEPT])
         shift = int(self.dv[L.D_WBLOCK])
         pages = int(self.dv[L.D_PAGES])  # the page map is not rolled back
@@ -471,8 +459,6 @@ class IsaRunner(DpuRunner):
                 np.copyto(live, saved)
         self.dv[L.D_PAGES] = pages
         saved_wram = self._saved[-1]
-        if not keeping:
-            np.copyto(dpu.wram, saved_wram)
         while kept:
             block = (kept & -kept).bit_length() - 1
             kept &= kept - 1
@@ -748,9 +734,7 @@ class IsaScheduler:
         outcome of each whose run ended. ``save``: first make each one's checkpoint (in the
         batch when it runs them)."""
         if not self._batched():
-            if save:
-                for r in active:
-                    r.save_state()
+            assert not save, "only the batch makes checkpoints (speculation needs it)"
             outs = [r.advance(until_ps) for r in active]
             stopped = [(j, out) for j, out in enumerate(outs) if out is not None]
             if stopped:
