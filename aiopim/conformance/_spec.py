@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from dataclasses import dataclass
 from typing import Any
 
 from .. import timing
 from .._errors import DpuErrorCode
 from .._files import InputFileError, read_input_file
-from ..scenario._limits import nesting_problem, show
+from ..scenario._limits import TomlError, load_toml, show
 from ..scenario._locate import Path as KeyPath
-from ..scenario._locate import line_of, locate
+from ..scenario._locate import line_of
 from ..scenario._spec import parse_duration
 from ._checks import (
     GROUP_RULES,
@@ -110,21 +109,10 @@ class _Reader:
 
     def __init__(self, text: str, source: str) -> None:
         self.source = source
-        deep = nesting_problem(text)
-        if deep is not None:
-            raise ExpectationError(deep[1], source=source, line=deep[0])
         try:
-            self.doc = tomllib.loads(text)
-        except ValueError as exc:  # TOMLDecodeError, or an integer of more than 4300 digits
-            m = re.search(r"line (\d+)", str(exc))
-            line = int(m.group(1)) if m else None
-            if line is None and "end of document" in str(exc):
-                line = text.count("\n") + 1
-            raise ExpectationError(f"not valid TOML: {exc}", source=source, line=line) from None
-        try:
-            self.lines = locate(text)
-        except (IndexError, ValueError, RecursionError):  # positions are a help, not a must
-            self.lines = {}
+            self.doc, self.lines = load_toml(text)
+        except TomlError as exc:
+            raise ExpectationError(str(exc), source=source, line=exc.line) from None
 
     def error(self, path: KeyPath, message: str) -> ExpectationError:
         return ExpectationError(

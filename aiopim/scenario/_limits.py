@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 import reprlib
+import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import timing
-from ._locate import Path
+from ._locate import Path, locate
 
 if TYPE_CHECKING:
     from ._spec import ProgramSpec, Scenario, Step
@@ -99,6 +100,36 @@ def nesting_problem(text: str) -> tuple[int, str] | None:
         elif c in "]}":
             depth = max(0, depth - 1)
     return None
+
+
+class TomlError(ValueError):
+    """Text that is not a TOML document this project reads: what is wrong, and the line."""
+
+    def __init__(self, message: str, line: int | None) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def load_toml(text: str) -> tuple[dict[str, Any], dict[Path, int]]:
+    """Parse a data file: the document and the line of each key path (empty where positions
+    cannot be found). Raises :class:`TomlError` for nesting deeper than :data:`MAX_NESTING`
+    (checked before the parser, whose recursion it would exhaust) and for invalid TOML."""
+    deep = nesting_problem(text)
+    if deep is not None:
+        raise TomlError(deep[1], deep[0])
+    try:
+        doc = tomllib.loads(text)
+    except ValueError as exc:  # TOMLDecodeError, or an integer of more than 4300 digits
+        m = re.search(r"line (\d+)", str(exc))
+        line = int(m.group(1)) if m else None
+        if line is None and "end of document" in str(exc):
+            line = text.count("\n") + 1
+        raise TomlError(f"not valid TOML: {exc}", line) from None
+    try:
+        lines = locate(text)
+    except (IndexError, ValueError, RecursionError):  # positions are a help, not a must
+        lines = {}
+    return doc, lines
 
 
 def too_deep(doc: Any) -> Path | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -22,7 +21,7 @@ from .._files import InputFileError, read_input_file
 from .._machine._config import MachineConfig
 from . import _limits as L
 from ._limits import ActionCostFn, KernelCost, KernelCostFn, show
-from ._locate import Path, line_of, locate
+from ._locate import Path, line_of
 
 if TYPE_CHECKING:
     from .._machine._program import DpuProgram
@@ -341,21 +340,10 @@ class _Loader:
             raise ScenarioError(
                 f"longer than {L.MAX_FILE_BYTES >> 20} MiB, the limit for a scenario", source=source
             )
-        deep = L.nesting_problem(text)
-        if deep is not None:
-            raise ScenarioError(deep[1], source=source, line=deep[0])
         try:
-            self.doc = tomllib.loads(text)
-        except ValueError as exc:  # TOMLDecodeError, or an integer of more than 4300 digits
-            m = re.search(r"line (\d+)", str(exc))
-            line = int(m.group(1)) if m else None
-            if line is None and "end of document" in str(exc):
-                line = text.count("\n") + 1
-            raise ScenarioError(f"not valid TOML: {exc}", source=source, line=line) from None
-        try:
-            self.lines = locate(text)
-        except (IndexError, ValueError, RecursionError):  # positions are a help, not a must
-            self.lines = {}
+            self.doc, self.lines = L.load_toml(text)
+        except L.TomlError as exc:
+            raise ScenarioError(str(exc), source=source, line=exc.line) from None
         nested = L.too_deep(self.doc)
         if nested is not None:
             raise ScenarioError(
