@@ -293,12 +293,9 @@ def _int(file: str, tok: lark.Token) -> int:
     leading zero is refused (C would read it as octal)."""
     text = str(tok)
     if len(text) > 1 and text[0] == "0" and text[1] not in "xX":
-        p = _pos(file, tok)
-        raise DidlError(
+        raise _err(
             f"number {text!r} has a leading zero",
-            file,
-            p.line,
-            p.column,
+            _pos(file, tok),
             f"a decimal number without leading zeros ({text.lstrip('0') or '0'}) or 0x hexadecimal",
         )
     return int(text, 0)
@@ -319,12 +316,9 @@ def _range(file: str, tree: lark.Tree[lark.Token], what: str) -> tuple[int, int]
     assert isinstance(last_tok, lark.Token)
     last = _int(file, last_tok)
     if last < first:
-        p = _pos(file, first_tok)
-        raise DidlError(
+        raise _err(
             f"empty {what} range {first}..{last}",
-            file,
-            p.line,
-            p.column,
+            _pos(file, first_tok),
             "a range first..last with first <= last",
         )
     return first, last
@@ -341,18 +335,14 @@ def _param(file: str, tree: lark.Tree[lark.Token]) -> Param:
     scalar_tok, _, length_tok, _ = type_tree.children
     assert isinstance(scalar_tok, lark.Token)
     if str(scalar_tok) not in SCALARS:
-        p = _pos(file, scalar_tok)
-        raise DidlError(
-            f"unknown type {str(scalar_tok)!r}", file, p.line, p.column, "u8, u16, u32 or u64"
+        raise _err(
+            f"unknown type {str(scalar_tok)!r}", _pos(file, scalar_tok), "u8, u16, u32 or u64"
         )
     length = None
     if isinstance(length_tok, lark.Token):
         length = _int(file, length_tok)
         if length < 1:
-            p = _pos(file, length_tok)
-            raise DidlError(
-                f"array {name}[{length}] is empty", file, p.line, p.column, "a length >= 1"
-            )
+            raise _err(f"array {name}[{length}] is empty", _pos(file, length_tok), "a length >= 1")
     d = str(direction)
     assert d in ("in", "out", "inout")
     return Param(str(name), d, str(scalar_tok), length, _pos(file, name))  # type: ignore[arg-type]
