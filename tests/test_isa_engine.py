@@ -39,18 +39,15 @@ def _state(m: Machine) -> list[np.ndarray]:
     return [m.regs, m.th, m.dv, m.atomic, m.wram, m.dma]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    words=programs(),
-    seed=st.integers(0, 2**32 - 1),
-    small=st.booleans(),
-)
-def test_compiled_and_python_loops_agree(words: list[int], seed: int, small: bool) -> None:
+def _twins(
+    words: list[int], seed: int, small: bool, jits: tuple[bool, bool] = (True, True)
+) -> list[Machine]:
+    """Two machines (compiled: ``jit``) holding ``words``, in the same random state."""
     asm = Asm()
     for w in words:
         asm.raw(w)
     rng = np.random.default_rng(seed)
-    machines = [Machine(asm, threads=16, jit=jit) for jit in (False, True)]
+    machines = [Machine(asm, threads=16, jit=jit) for jit in jits]
     # small register values make loads, stores and boots succeed more often
     high = 1 << 8 if small else 1 << 32
     regs = rng.integers(0, high, size=(16, 24), dtype=np.int64)
@@ -60,10 +57,25 @@ def test_compiled_and_python_loops_agree(words: list[int], seed: int, small: boo
         m.wram[:] = wram
         m.th[0, 3] = seed & 1
         m.th[0, 4] = (seed >> 1) & 1
-    reasons = [m.run(cycles=4000, steps=300) for m in machines]
-    assert reasons[0] == reasons[1]
+    return machines
+
+
+def _assert_same(machines: list[Machine]) -> None:
     for a, b in zip(_state(machines[0]), _state(machines[1]), strict=True):
         assert np.array_equal(a, b)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    words=programs(),
+    seed=st.integers(0, 2**32 - 1),
+    small=st.booleans(),
+)
+def test_compiled_and_python_loops_agree(words: list[int], seed: int, small: bool) -> None:
+    machines = _twins(words, seed, small, jits=(False, True))
+    reasons = [m.run(cycles=4000, steps=300) for m in machines]
+    assert reasons[0] == reasons[1]
+    _assert_same(machines)
 
 
 def test_the_pxd_declares_the_constants_values() -> None:
@@ -120,14 +132,7 @@ def test_a_missing_extension_falls_back_to_python_and_says_so_once(
 @given(words=programs(), seed=st.integers(0, 2**32 - 1), chunk=st.integers(1, 40))
 def test_a_run_cut_into_chunks_is_one_run(words: list[int], seed: int, chunk: int) -> None:
     """Stopping at an instruction bound and going on issues exactly what one run issues."""
-    asm = Asm()
-    for w in words:
-        asm.raw(w)
-    rng = np.random.default_rng(seed)
-    machines = [Machine(asm, threads=16, jit=True) for _ in range(2)]
-    regs = rng.integers(0, 1 << 8, size=(16, 24), dtype=np.int64)
-    for m in machines:
-        m.regs[:, :24] = regs
+    machines = _twins(words, seed, small=True)
     whole = machines[0].run(cycles=4000, steps=300)
     done = 0
     while True:
@@ -136,8 +141,7 @@ def test_a_run_cut_into_chunks_is_one_run(words: list[int], seed: int, chunk: in
         if reason != machines[1].I.R_STEP or done >= 300:
             break
     assert reason == whole
-    for a, b in zip(_state(machines[0]), _state(machines[1]), strict=True):
-        assert np.array_equal(a, b)
+    _assert_same(machines)
 
 
 ZERO_STORES = """
@@ -202,17 +206,7 @@ def test_fast_rows_issue_what_the_general_path_issues(
     changes nothing: the same random programs with it off and on."""
     from aiopim.isa import _interp
 
-    asm = Asm()
-    for w in words:
-        asm.raw(w)
-    rng = np.random.default_rng(seed)
-    machines = [Machine(asm, threads=16, jit=True) for _ in range(2)]
-    high = 1 << 8 if small else 1 << 32
-    regs = rng.integers(0, high, size=(16, 24), dtype=np.int64)
-    wram = rng.integers(0, 256, size=65536, dtype=np.uint8)
-    for m in machines:
-        m.regs[:, :24] = regs
-        m.wram[:] = wram
+    machines = _twins(words, seed, small)
     reasons = []
     for fast, m in zip((False, True), machines, strict=True):
         _interp.set_fast_rows(fast)
@@ -221,5 +215,4 @@ def test_fast_rows_issue_what_the_general_path_issues(
         finally:
             _interp.set_fast_rows(True)
     assert reasons[0] == reasons[1]
-    for a, b in zip(_state(machines[0]), _state(machines[1]), strict=True):
-        assert np.array_equal(a, b)
+    _assert_same(machines)
