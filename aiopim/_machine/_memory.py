@@ -182,11 +182,18 @@ class MramBank:
         copy where shared with other banks), so that a DPU's transfers write them in place."""
         tab = self._table_to((last + 1) << MRAM_PAGE_SHIFT)
         for p in range(first, last + 1):
-            page = tab[p]
-            if page is None:
-                tab[p] = np.zeros(MRAM_PAGE, dtype=np.uint8)
-            elif not page.flags.writeable:
-                tab[p] = page.copy()
+            self._own(tab, p)
+
+    @staticmethod
+    def _own(tab: list[Bytes | None], page: int) -> Bytes:
+        """Page ``page``'s private, writable storage (zeros if it was never written; a copy
+        at the first write into a page shared with other banks)."""
+        buf = tab[page]
+        if buf is None:
+            buf = tab[page] = np.zeros(MRAM_PAGE, dtype=np.uint8)
+        elif not buf.flags.writeable:
+            buf = tab[page] = buf.copy()
+        return buf
 
     # -- writing ---------------------------------------
     def write(self, offset: int, data: Bytes) -> None:
@@ -217,14 +224,9 @@ class MramBank:
 
     @staticmethod
     def _write_partial(tab: list[Bytes | None], page: int, off: int, chunk: Bytes) -> None:
-        buf = tab[page]
-        if buf is None:
-            if not chunk.any():
-                return  # writing zeros to an untouched page changes nothing
-            buf = tab[page] = np.zeros(MRAM_PAGE, dtype=np.uint8)
-        elif not buf.flags.writeable:
-            buf = tab[page] = buf.copy()  # the first write into a shared page
-        buf[off : off + len(chunk)] = chunk
+        if tab[page] is None and not chunk.any():
+            return  # writing zeros to an untouched page changes nothing
+        MramBank._own(tab, page)[off : off + len(chunk)] = chunk
 
     @staticmethod
     def _write_full(tab: list[Bytes | None], lo: int, hi: int, src: Bytes) -> None:
