@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _table import print_columns
+
 MIB = 1 << 20
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,15 +79,13 @@ def print_table(title: str, rows: list[Row]) -> None:
     """Print ``rows`` under ``title`` as aligned columns."""
     print(f"\n## {title}\n")
     header = ("figure", "measured", "target", "")
-    cells = [header] + [
-        (r.what, r.value, r.target, "" if r.ok is None else ("ok" if r.ok else "MISSED"))
-        for r in rows
-    ]
-    widths = [max(len(c[i]) for c in cells) for i in range(4)]
-    for i, c in enumerate(cells):
-        print("  ".join(s.ljust(w) for s, w in zip(c, widths, strict=True)).rstrip())
-        if i == 0:
-            print("  ".join("-" * w for w in widths))
+    print_columns(
+        [header]
+        + [
+            (r.what, r.value, r.target, "" if r.ok is None else ("ok" if r.ok else "MISSED"))
+            for r in rows
+        ]
+    )
 
 
 # --- measurements (each runs in its own interpreter) --------------------------------------------

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from _table import print_columns
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -204,18 +206,18 @@ def explore(out: str) -> list[Figure]:
     ]
 
 
-#: (script and its arguments, its arguments under --quick, the parser of its output)
-RUNS: list[tuple[list[str], list[str], Parser]] = [
-    (["kernel_vs_simpy.py"], ["--quick"], kernel_vs_simpy),
-    (["keysum_python.py", "--floor"], ["--quick"], keysum_floor),
-    (["full_machine.py", "--only", "transfers"], ["--quick"], full_machine_transfers),
-    (["isa_engine.py"], ["--quick"], isa_engine),
-    (["isa_rate.py"], ["--quick"], isa_rate),
-    (["prim_isa.py"], ["--quick"], prim_isa),
-    (["prim/report.py"], ["--quick"], prim_report),
-    (["bridge_throughput.py"], ["--quick"], bridge),
-    (["fifo_polling.py"], ["--quick"], fifo_polling),
-    (["explore_rate.py"], ["--quick"], explore),
+#: (script and its arguments, the parser of its output); under --quick each also gets --quick
+RUNS: list[tuple[list[str], Parser]] = [
+    (["kernel_vs_simpy.py"], kernel_vs_simpy),
+    (["keysum_python.py", "--floor"], keysum_floor),
+    (["full_machine.py", "--only", "transfers"], full_machine_transfers),
+    (["isa_engine.py"], isa_engine),
+    (["isa_rate.py"], isa_rate),
+    (["prim_isa.py"], prim_isa),
+    (["prim/report.py"], prim_report),
+    (["bridge_throughput.py"], bridge),
+    (["fifo_polling.py"], fifo_polling),
+    (["explore_rate.py"], explore),
 ]
 
 
@@ -241,22 +243,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="the scripts' quick forms (CI)")
     opts = parser.parse_args(argv)
     figures: list[Figure] = []
-    for args, quick, parse in RUNS:
-        full = args + quick if opts.quick else args
+    for args, parse in RUNS:
+        full = [*args, "--quick"] if opts.quick else args
         found, wall = run(full, parse)
         print(f"ran {' '.join(full)} ({wall:.1f} s)", file=sys.stderr, flush=True)
         figures += found
-    header = Figure("figure", "measured", "goal", "anchor", None)
-    rows = [header, *figures]
-    cells = [(f.what, f.value, f.goal, f.anchor) for f in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(4)]
     print(f"python {sys.version.split()[0]}" + (", --quick (CI sizes)" if opts.quick else ""))
-    for i, (f, c) in enumerate(zip(rows, cells, strict=True)):
-        verdict = "" if i == 0 or f.ok is None else ("ok" if f.ok else "MISSED")
-        line = "  ".join(s.ljust(w) for s, w in zip(c, widths, strict=True))
-        print(f"{line}  {verdict}".rstrip())
-        if i == 0:
-            print("  ".join("-" * w for w in widths))
+    print_columns(
+        [("figure", "measured", "goal", "anchor", "")]
+        + [
+            (
+                f.what,
+                f.value,
+                f.goal,
+                f.anchor,
+                "" if f.ok is None else ("ok" if f.ok else "MISSED"),
+            )
+            for f in figures
+        ]
+    )
     print(f"missed={sum(f.ok is False for f in figures)}")
     return 0
 

@@ -50,7 +50,7 @@ COVERED_ELSEWHERE: dict[str, str] = {
 }
 
 #: modules imported by the scripts, not scripts
-LIBRARIES = {"prim/prim_common.py", "prim/published.py", "prim/isa_kernels.py"}
+LIBRARIES = {"_table.py", "prim/prim_common.py", "prim/published.py", "prim/isa_kernels.py"}
 
 
 def _scripts() -> set[str]:
