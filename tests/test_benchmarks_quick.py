@@ -10,6 +10,7 @@ script checks itself (results right, the same virtual times) is.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -39,6 +40,7 @@ SCRIPTS: dict[str, tuple[str, bool]] = {
     "prim/prim_stream.py": (rf"prim_stream mem=MRAM best_mbps={NUM}", False),
     "prim/report.py": (rf"prim within_10pct=\d+/\d+ worst_ratio={NUM}", False),
     "prim_isa.py": (r"prim_isa red_ips=\d+ trns_ips=\d+ ok=1", False),
+    "isa_corpus.py": (r"isa_corpus compiled_ips=\d+ python_ips=\d+ same=1", False),
     "full_machine.py": (r"full_machine missed=\d+", True),
     "report.py": (r"missed=\d+", True),  # about 40 s of CPU: every quick form above
 }
@@ -64,6 +66,12 @@ def test_every_script_is_covered() -> None:
     assert _scripts() == listed, f"not covered: {sorted(_scripts() - listed)}"
 
 
+def _corpus() -> Path:
+    """Where ``isa_corpus.py`` looks for the corpus of UPMEM-built binaries."""
+    default = BENCHMARKS.parent.parent / "shared" / "conformance"
+    return Path(os.environ.get("AIOPIM_CONFORMANCE_DIR", default))
+
+
 def _prim_binaries_missing() -> str | None:
     """Why ``prim_isa.py`` cannot run here (its PrIM binaries are not found), or None."""
     spec = importlib.util.spec_from_file_location("_prim_isa_paths", BENCHMARKS / "prim_isa.py")
@@ -84,6 +92,8 @@ def _prim_binaries_missing() -> str | None:
 def test_quick_form_prints_its_last_line(script: str) -> None:
     if script == "prim_isa.py" and (why := _prim_binaries_missing()) is not None:
         pytest.skip(why)
+    if script == "isa_corpus.py" and not (corpus := _corpus()).is_dir():
+        pytest.skip(f"the conformance corpus is not at {corpus} (set AIOPIM_CONFORMANCE_DIR)")
     pattern, _ = SCRIPTS[script]
     proc = subprocess.run(
         [sys.executable, str(BENCHMARKS / script), "--quick"],
