@@ -294,16 +294,8 @@ class IsaRunner(DpuRunner):
         """The first cycle of this run whose time is at or after ``ps``."""
         if ps >= INFINITY:
             return L.BIG
-        dt = ps - self.boot_ps
-        if dt <= 0:
-            return 0
-        chip = self.dpu.chip
-        c = dt * chip.frequency_hz // timing.PS_PER_S
-        while chip.cycles_to_ps(c) < dt:
-            c += 1
-        while c > 0 and chip.cycles_to_ps(c - 1) >= dt:
-            c -= 1
-        return int(c)
+        dv = self.dv
+        return int(_interp.first_cycle(ps, self.boot_ps, int(dv[L.D_PS_NUM]), int(dv[L.D_PS_DEN])))
 
     @property
     def cycles(self) -> int:
