@@ -32,7 +32,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests")]
 
-from aiopim.isa import _interp, set_engine  # noqa: E402
+from aiopim.isa import _engine, _interp, set_engine  # noqa: E402
 
 
 def _module(name: str) -> ModuleType:
@@ -48,13 +48,8 @@ prim_isa = _module("prim_isa")
 isa_rate = _module("isa_rate")
 
 
-#: the variant the runs now use
-CURRENT = ["compiled"]
-
-
 def variant(name: str) -> None:
     """Switch the engine to variant ``name``."""
-    CURRENT[0] = name
     set_engine("python" if name == "python" else "compiled")
     _interp.set_fast_rows(name != "general")
 
@@ -79,7 +74,8 @@ def workloads(quick: bool) -> dict[str, Callable[[], tuple[int, float, list[floa
 
     def loop() -> tuple[int, float, list[float]]:
         start = time.process_time()
-        values, _wall, executed = isa_rate.interpreted(prog, CURRENT[0] != "python")
+        compiled = _engine.engine_name() == "compiled"
+        values, _wall, executed = isa_rate.interpreted(prog, compiled)
         cpu = time.process_time() - start
         assert values == expected, "the loop computed wrong values"
         return executed, cpu, []
