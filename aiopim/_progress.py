@@ -1,0 +1,144 @@
+"""The progress display shared by every long-running entry point (built on ``rich.progress``).
+
+It draws on a terminal stream (standard error by default) only: never on standard output, never
+in a trace, and nothing at all when disabled or when the stream is not a terminal.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from types import TracebackType
+from typing import TextIO
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.progress import Progress as _RichProgress
+from rich.text import Text
+
+__all__ = ["Progress", "progress_enabled", "virtual_time"]
+
+#: seconds between two updates passed to the display (the display redraws ~5 times a second)
+UPDATE_INTERVAL = 0.05
+
+
+def progress_enabled(flag: bool | None, stream: TextIO = sys.stderr) -> bool:
+    """Whether to show a progress display: ``flag`` if given, else whether ``stream`` is a
+    terminal."""
+    if flag is not None:
+        return flag
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty is not None and isatty())
+
+
+def virtual_time(ps: float) -> str:
+    """A virtual time in picoseconds with a readable unit: ``12.5 ms``, ``3 us``, ``0 s``."""
+    for unit, scale in (("s", 1e12), ("ms", 1e9), ("us", 1e6), ("ns", 1e3)):
+        if abs(ps) >= scale:
+            return f"{ps / scale:.3g} {unit}"
+    return f"{ps:.3g} ps" if ps else "0 s"
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:.3g}"
+
+
+class _CountColumn(ProgressColumn):
+    """``done/total unit`` (or ``done unit`` when the total is unknown)."""
+
+    def __init__(self, unit: str) -> None:
+        super().__init__()
+        self.unit = unit
+
+    def render(self, task: Task) -> Text:
+        count = _number(task.completed)
+        if task.total is not None:
+            count += f"/{_number(task.total)}"
+        return Text(f"{count} {self.unit}".rstrip())
+
+
+class _FieldsColumn(ProgressColumn):
+    """The fields of :meth:`Progress.update`, as ``name value`` pairs."""
+
+    def render(self, task: Task) -> Text:
+        shown = task.fields.get("shown", {})
+        return Text(", ".join(f"{k.replace('_', ' ')} {v}" for k, v in shown.items()))
+
+
+class Progress:
+    """A one-line progress display: description, bar, count, fields, wall time elapsed and
+    (when ``total`` is known) the time remaining.
+
+    ``enabled=None`` shows it only if ``stream`` is a terminal. Updates are cheap: they reach the
+    display at most every :data:`UPDATE_INTERVAL` seconds, and the last one on exit.
+    """
+
+    def __init__(
+        self,
+        description: str,
+        *,
+        total: float | None = None,
+        unit: str = "",
+        enabled: bool | None = None,
+        stream: TextIO = sys.stderr,
+    ) -> None:
+        self.enabled = progress_enabled(enabled, stream)
+        self._last = 0.0
+        self._pending: tuple[float, dict[str, str]] | None = None
+        self._rich: _RichProgress | None = None
+        if not self.enabled:
+            return
+        columns: list[ProgressColumn] = [TextColumn("{task.description}"), BarColumn()]
+        if unit or total is not None:
+            columns.append(_CountColumn(unit))
+        columns += [_FieldsColumn(), TimeElapsedColumn()]
+        if total is not None:
+            columns.append(TimeRemainingColumn())
+        console = Console(file=stream, force_terminal=True, force_jupyter=False, highlight=False)
+        self._rich = _RichProgress(
+            *columns,
+            console=console,
+            refresh_per_second=5,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        self._task = self._rich.add_task(description, total=total, shown={})
+
+    def __enter__(self) -> Progress:
+        if self._rich is not None:
+            self._rich.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._rich is not None:
+            self._flush()
+            self._rich.stop()
+
+    def update(self, done: float, **fields: str) -> None:
+        """Record progress: ``done`` units, and ``fields`` shown after the bar."""
+        if self._rich is None:
+            return
+        self._pending = (done, fields)
+        now = time.monotonic()
+        if now - self._last >= UPDATE_INTERVAL:
+            self._last = now
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._rich is None or self._pending is None:
+            return
+        done, fields = self._pending
+        self._pending = None
+        self._rich.update(self._task, completed=done, shown=fields)
