@@ -135,5 +135,5 @@ def test_operand_errors_name_the_operand() -> None:
     with pytest.raises(AsmError) as exc:
         assemble_program("    add r0, r1, 5, bogus, 3")
     assert exc.value.line == 1 and exc.value.column == 20
-    with pytest.raises(AsmError, match="odd"):
+    with pytest.raises(AsmError, match="movd: d1 is not a register pair"):
         assemble_program("movd d1, d2")

@@ -691,7 +691,8 @@ class _Assembler:
             candidates: list[tuple[bool, int]] = [(False, signature_index(name))]
         else:
             candidates = _CANDIDATES[name]
-        reasons: list[tuple[int, str, int]] = []
+        #: (operand reached, whether the reason is about the operand's own kind, why, column)
+        reasons: list[tuple[int, bool, str, int]] = []
         for is_sugar, idx in candidates:
             ops = T.SUGARS[idx][6] if is_sugar else T.SIG_OPERANDS[idx]
             if len(ops) != len(stmt.args):
@@ -701,7 +702,7 @@ class _Assembler:
             for k, (op, arg) in enumerate(zip(ops, stmt.args, strict=True)):
                 result = self._operand(op, arg, stmt)
                 if isinstance(result, str):
-                    reasons.append((k, result, arg.col))
+                    reasons.append((k, result != _NOT_A_VALUE, result, arg.col))
                     failed = True
                     break
                 if op[2] >= 0:
@@ -717,7 +718,7 @@ class _Assembler:
             try:
                 return encode(Instruction.make(target, **raw))
             except EncodeError as exc:
-                reasons.append((len(ops), str(exc).split(": ", 1)[-1], stmt.col))
+                reasons.append((len(ops), True, str(exc).split(": ", 1)[-1], stmt.col))
         if not reasons:
             counts = sorted(
                 {len(T.SUGARS[i][6] if s else T.SIG_OPERANDS[i]) for s, i in candidates}
@@ -727,7 +728,9 @@ class _Assembler:
                 stmt.line,
                 stmt.col,
             )
-        _k, why, col = max(reasons, key=lambda r: r[0])
+        # the form that got furthest; at a tie, a register operand's reason for a register
+        # rather than "a value expected" from the immediate form of the same keyword
+        _k, _own, why, col = max(reasons, key=lambda r: r[:2])
         raise self.err(f"{name}: {why}", stmt.line, col)
 
     def _operand(self, op: T.OperandRow, arg: _Arg, stmt: _Stmt) -> int | str:
@@ -750,7 +753,7 @@ class _Assembler:
         if kind == T.KIND_REG:
             return self._register(text, bool(pair), bool(safe), bool(ro))
         if not text or text in REGISTER_NAMES or text.startswith(("!", "?")):
-            return "a value expected"
+            return _NOT_A_VALUE
         v = self._eval(self._parse(arg, stmt), arg, stmt)
         if kind == T.KIND_PC:
             if not 0 <= v < (1 << bits):
@@ -773,11 +776,11 @@ class _Assembler:
             return f"{'pair' if pair else 'register'} expected, got {text!r}"
         letter, n = m.group(1), int(m.group(2))
         want = "d" if pair else "s" if safe else "r"
+        if pair and (letter != "d" or n % 2):
+            return f"{text} is not a register pair: the pairs are {_PAIRS}"
         if letter != want:
-            names = {"d": "a pair d0..d22", "s": "a safe register s0..s23", "r": "r0..r23"}
+            names = {"s": "a safe register s0..s23", "r": "r0..r23"}
             return f"{names[want]} expected, got {text!r}"
-        if pair and n % 2:
-            return f"pair {text} is odd (d0, d2, … d22)"
         return n
 
     # -- output -----------------------------------------------------------------------------------
@@ -889,6 +892,9 @@ class _Assembler:
 
 
 _CONST_BY_CODE: Final = {code: name for name, code in T.CONSTANT_REGISTERS}
+_NOT_A_VALUE: Final = "a value expected"
+#: the register pairs: dN is rN and rN+1, N even
+_PAIRS: Final = ", ".join(f"d{n}" for n in range(0, 24, 2))
 _SIG_NAMES: Final = frozenset(f"{k}:{f}" for k, f in zip(T.SIG_KEYWORD, T.SIG_FORM, strict=True))
 
 
