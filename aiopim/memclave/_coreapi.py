@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .._emulator import Emulator, current_emulator
-from .._errors import DpuError, JobType
+from .._errors import DpuError, DpuErrorCode, JobType
 from .._machine._dpu import Dpu
 from .._machine._jobs import Job
 from .._machine._program import MRAM_BIT, DpuProgram, MemorySpace, space_offset
@@ -49,6 +49,7 @@ __all__ = [
     "Delay",
     "Dpu",
     "DpuError",
+    "DpuErrorCode",
     "DpuProgram",
     "DpuSetBase",
     "Emulator",

@@ -22,6 +22,7 @@ from ._coreapi import (
     FIELD_NAMES,
     SIG_OPERANDS,
     DpuError,
+    DpuErrorCode,
     DpuProgram,
     MemorySpace,
     decode,
@@ -98,11 +99,23 @@ def resolve_program(source: object) -> DpuProgram:
 
 def sk_from_program(source: object, auth_only: bool = False) -> tuple[VudError, bytes]:
     """``vud_sk_from_elf``: ``(VUD_OK, sk)`` or ``(VUD_SK_NOT_FOUND, b"")``."""
+    err, sk, _ = read_sk(source, auth_only)
+    return err, sk
+
+
+def read_sk(source: object, auth_only: bool = False) -> tuple[VudError, bytes, str]:
+    """:func:`sk_from_program` and, when it fails, why: a file that cannot be read, or one
+    that is not a DPU ELF file."""
     try:
         program = resolve_program(source)
-    except DpuError:
-        return VudError.VUD_SK_NOT_FOUND, b""
-    return VudError.VUD_OK, build_sk(program, "auth" if auth_only else "all")
+    except DpuError as exc:
+        reason = (exc.detail or str(exc)).removeprefix(f"{source}: ")
+        if exc.code is DpuErrorCode.DPU_ERR_ELF_INVALID_FILE:
+            why = f"subkernel {str(source)!r} is not a DPU ELF file ({reason})"
+        else:
+            why = f"cannot read subkernel {str(source)!r} ({reason})"
+        return VudError.VUD_SK_NOT_FOUND, b"", why
+    return VudError.VUD_OK, build_sk(program, "auth" if auth_only else "all"), ""
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ from ._enclave import (
     write_mram,
 )
 from ._errors import VudError
-from ._sk import resolve_program, seal, sk_from_program
+from ._sk import read_sk, resolve_program, seal, sk_from_program
 
 VUD_ALLOC_ANY = -1
 #: DPUs of a Memclave rank (always a whole rank)
@@ -116,6 +116,12 @@ class VudRank:
     base: int = 0
     detail: str = ""
     _emu: Emulator | None = field(default=None, repr=False)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        super().__setattr__(name, value)
+        if name == "err" and value == VudError.VUD_OK:
+            # the program handled the error: its reason goes with it
+            super().__setattr__("detail", "")
 
     @property
     def rank_nr(self) -> int:
@@ -590,9 +596,9 @@ async def _load(r: VudRank, path: SubkernelSource, auth_only: bool, op: str) -> 
     if ctx is None or not _launchable(r, ctx[2], op):
         return
     emu = ctx[0]
-    err, sk = sk_from_program(path, auth_only)
+    err, sk, reason = read_sk(path, auth_only)
     if err != VudError.VUD_OK:
-        _set_err(r, err, f"{op}: cannot read subkernel {path!r}")
+        _set_err(r, err, f"{op}: {reason}")
         return
     buf = bytearray(sk)
     err = seal(buf, r.key, machine_of(emu).random_iv(dpu_chosen=False))
