@@ -36,6 +36,8 @@ from ._runtime._bridge import Bridge
 from ._runtime._kernel import HostWaiter, Kernel, ps_to_seconds, seconds_to_ps
 
 T = TypeVar("T")
+#: seconds between two samples of a run's progress (see Emulator.run)
+PROGRESS_SAMPLE_INTERVAL = 0.2
 #: names of the host backends, in a fixed order
 BACKENDS: tuple[str, ...] = tuple(BACKEND_CLASSES)
 
@@ -98,27 +100,71 @@ class Emulator:
         *args: Any,
         backend: str = "asyncio",
         time_limit: float | None = None,
+        progress: bool | None = False,
     ) -> T:
         """Run ``main(*args)`` as the host program, in virtual time, on ``backend``.
 
         The run ends when ``main`` returns, whatever the DPUs are doing. ``time_limit``: seconds
         of virtual time the run may take; past them it stops with :class:`TimeLimitError`.
         Ctrl-C stops it with ``KeyboardInterrupt``, noting where each running DPU was.
+        ``progress``: show the virtual time reached, the DPUs running and the wall time on
+        standard error (None: only if it is a terminal); it changes nothing in the run.
         """
         name, options = self.anyio_backend(backend)
         limit_ps = _time_limit_ps(time_limit)
         # Ctrl-C is watched only if it would interrupt the program (the loop installs its own
         # handler for the default one; it is chained to in _root)
         watch = _sigint_is_default()
+        description = getattr(main, "__name__", "run")
         try:
-            result: T = anyio.run(
-                self._root, main, args, limit_ps, watch, backend=name, backend_options=options
-            )
+            with self._progress(description, progress):
+                result: T = anyio.run(
+                    self._root, main, args, limit_ps, watch, backend=name, backend_options=options
+                )
         except BaseException as exc:
             if _is_interrupt(exc):
                 raise self._interrupted(exc) from None
             raise
         return result
+
+    @contextlib.contextmanager
+    def _progress(self, description: str, enabled: bool | None) -> Iterator[None]:
+        """Show the run's progress while inside (if ``enabled``, see :func:`progress_enabled`).
+
+        A thread samples the kernel's clock and the ranks' counts of running DPUs a few times
+        a second: the kernel may run for minutes between two host steps, and it pays nothing
+        for a display it does not know about (it only reads them: the run is unchanged).
+        """
+        from ._progress import Progress, progress_enabled  # rich only for a display
+
+        if not progress_enabled(enabled):
+            yield
+            return
+        stop = threading.Event()
+        with Progress(description, enabled=True) as bar:
+
+            def sample() -> None:
+                while True:
+                    bar.update(0, **self._progress_fields())
+                    if stop.wait(PROGRESS_SAMPLE_INTERVAL):
+                        return
+
+            sampler = threading.Thread(target=sample, name="aiopim progress", daemon=True)
+            sampler.start()
+            try:
+                yield
+            finally:
+                stop.set()
+                sampler.join()
+                bar.update(0, **self._progress_fields())
+
+    def _progress_fields(self) -> dict[str, str]:
+        """The progress display's fields (read from another thread: no iteration over state
+        the run may change meanwhile)."""
+        from ._progress import virtual_time
+
+        running = sum(r.running_dpus for r in list(self.machine._ranks.values()))
+        return {"virtual_time": virtual_time(self.kernel.now), "DPUs_running": str(running)}
 
     def _interrupted(self, exc: BaseException) -> KeyboardInterrupt:
         """The ``KeyboardInterrupt`` of a Ctrl-C, with a note of where the DPUs were."""
@@ -327,9 +373,10 @@ def run(
     machine: MachineConfig | None = None,
     explore: bool = False,
     time_limit: float | None = None,
+    progress: bool | None = False,
 ) -> T:
     """Run the host program ``main(*args)`` on a fresh emulator in virtual time (see
-    :meth:`Emulator.run` for when the run ends and ``time_limit``)."""
+    :meth:`Emulator.run` for when the run ends, ``time_limit`` and ``progress``)."""
     return Emulator(machine, seed=seed, explore=explore).run(
-        main, *args, backend=backend, time_limit=time_limit
+        main, *args, backend=backend, time_limit=time_limit, progress=progress
     )

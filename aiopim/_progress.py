@@ -21,20 +21,23 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.progress import Progress as _RichProgress
+from rich.table import Column
 from rich.text import Text
 
 __all__ = ["Progress", "progress_enabled", "virtual_time"]
 
 #: seconds between two updates passed to the display (the display redraws ~5 times a second)
 UPDATE_INTERVAL = 0.05
+#: characters of the bar itself
+BAR_WIDTH = 24
 
 
-def progress_enabled(flag: bool | None, stream: TextIO = sys.stderr) -> bool:
-    """Whether to show a progress display: ``flag`` if given, else whether ``stream`` is a
-    terminal."""
+def progress_enabled(flag: bool | None, stream: TextIO | None = None) -> bool:
+    """Whether to show a progress display: ``flag`` if given, else whether ``stream`` (default:
+    the current ``sys.stderr``) is a terminal."""
     if flag is not None:
         return flag
-    isatty = getattr(stream, "isatty", None)
+    isatty = getattr(sys.stderr if stream is None else stream, "isatty", None)
     return bool(isatty is not None and isatty())
 
 
@@ -54,7 +57,7 @@ class _CountColumn(ProgressColumn):
     """``done/total unit`` (or ``done unit`` when the total is unknown)."""
 
     def __init__(self, unit: str) -> None:
-        super().__init__()
+        super().__init__(table_column=Column(no_wrap=True))
         self.unit = unit
 
     def render(self, task: Task) -> Text:
@@ -67,6 +70,9 @@ class _CountColumn(ProgressColumn):
 class _FieldsColumn(ProgressColumn):
     """The fields of :meth:`Progress.update`, as ``name value`` pairs."""
 
+    def __init__(self) -> None:
+        super().__init__(table_column=Column(no_wrap=True))
+
     def render(self, task: Task) -> Text:
         shown = task.fields.get("shown", {})
         return Text(", ".join(f"{k.replace('_', ' ')} {v}" for k, v in shown.items()))
@@ -76,8 +82,10 @@ class Progress:
     """A one-line progress display: description, bar, count, fields, wall time elapsed and
     (when ``total`` is known) the time remaining.
 
-    ``enabled=None`` shows it only if ``stream`` is a terminal. Updates are cheap: they reach the
-    display at most every :data:`UPDATE_INTERVAL` seconds, and the last one on exit.
+    ``enabled=None`` shows it only if ``stream`` (default: the current ``sys.stderr``) is a
+    terminal. Updates are cheap (another thread may make them): they reach the display at most
+    every :data:`UPDATE_INTERVAL` seconds, and the last one on exit. Lines for standard output
+    go through :meth:`print` meanwhile.
     """
 
     def __init__(
@@ -87,15 +95,19 @@ class Progress:
         total: float | None = None,
         unit: str = "",
         enabled: bool | None = None,
-        stream: TextIO = sys.stderr,
+        stream: TextIO | None = None,
     ) -> None:
+        stream = sys.stderr if stream is None else stream
         self.enabled = progress_enabled(enabled, stream)
         self._last = 0.0
         self._pending: tuple[float, dict[str, str]] | None = None
         self._rich: _RichProgress | None = None
         if not self.enabled:
             return
-        columns: list[ProgressColumn] = [TextColumn("{task.description}"), BarColumn()]
+        columns: list[ProgressColumn] = [
+            TextColumn("{task.description}", table_column=Column(no_wrap=True)),
+            BarColumn(bar_width=BAR_WIDTH),
+        ]
         if unit or total is not None:
             columns.append(_CountColumn(unit))
         columns += [_FieldsColumn(), TimeElapsedColumn()]
@@ -135,6 +147,14 @@ class Progress:
         if now - self._last >= UPDATE_INTERVAL:
             self._last = now
             self._flush()
+
+    def print(self, line: str) -> None:
+        """Print ``line`` on standard output, above the display when both are on the screen
+        (where a plain write would break the display's line)."""
+        if self._rich is not None and self._rich.live.is_started and sys.stdout.isatty():
+            self._rich.console.print(line, markup=False, highlight=False, soft_wrap=True)
+        else:
+            print(line, flush=True)
 
     def _flush(self) -> None:
         if self._rich is None or self._pending is None:

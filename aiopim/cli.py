@@ -10,43 +10,13 @@ import math
 import os
 import sys
 import sysconfig
-import time
 import traceback
 from collections.abc import Callable, Iterable
 from types import ModuleType
-from typing import TextIO
 
 from . import DeadlockError, DpuError, TimeLimitError, __version__
+from ._progress import Progress, virtual_time
 from .elf import main_symbols
-
-
-class ProgressBar:
-    """A one-line progress bar on a terminal stream, redrawn at most every ``interval`` s."""
-
-    def __init__(self, stream: TextIO, *, interval: float = 0.1, width: int = 30) -> None:
-        self.stream = stream
-        self.interval = interval
-        self.width = width
-        self._last = 0.0
-        self._shown = False
-
-    def __call__(self, done: int, total: int, virtual_ps: int) -> None:
-        now = time.monotonic()
-        if done < total and now - self._last < self.interval:
-            return
-        self._last = now
-        filled = self.width * done // max(total, 1)
-        bar = "#" * filled + "-" * (self.width - filled)
-        self.stream.write(f"\r[{bar}] {done}/{total} steps, virtual {virtual_ps / 1e6:.3f} us")
-        self.stream.flush()
-        self._shown = True
-
-    def close(self) -> None:
-        """End the line if anything was drawn."""
-        if self._shown:
-            self.stream.write("\n")
-            self.stream.flush()
-
 
 # ================================================================================================
 # errors: one clear line on stderr and an exit status; tracebacks only with --debug or for bugs
@@ -198,8 +168,7 @@ def _replay(argv: list[str], user_dirs: list[str]) -> int:
         description="Replay a scenario file in virtual time; export its timeline.",
     )
     ap.add_argument("scenario", help="a scenario TOML file (see docs/timelines.md)")
-    ap.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
-    ap.add_argument("--seed", type=int, default=0)
+    _backend_seed_options(ap)
     ap.add_argument("--trace", metavar="OUT.json", help="write a Chrome trace (Perfetto)")
     ap.add_argument("--gantt", metavar="OUT.png", help="write a Gantt plot (needs matplotlib)")
     ap.add_argument("--lanes", choices=["rank", "dpu"], default="rank", help="Gantt lanes")
@@ -216,29 +185,24 @@ def _replay(argv: list[str], user_dirs: list[str]) -> int:
         help="import MODULE first (it registers kernels or actions); repeatable",
     )
     ap.add_argument("--debug", action="store_true", help="print tracebacks of errors")
-    bar_group = ap.add_mutually_exclusive_group()
-    bar_group.add_argument("--progress", action="store_true", default=None)
-    bar_group.add_argument("--no-progress", dest="progress", action="store_false")
+    _progress_options(ap)
     opts = ap.parse_args(argv)
     for module in opts.modules:
         mod = _import(module, "module")
         if (d := _module_dir(mod)) is not None:
             user_dirs.append(d)
     sc = load_scenario(opts.scenario)
-    show = sys.stderr.isatty() if opts.progress is None else opts.progress
-    bar = ProgressBar(sys.stderr) if show else None
-    try:
+    with Progress(
+        f"replay {sc.name}", total=sc.total_steps(), unit="steps", enabled=opts.progress
+    ) as bar:
         result = replay(
             sc,
             backend=opts.backend,
             seed=opts.seed,
-            progress=bar,
+            progress=lambda done, _, ps: bar.update(done, virtual_time=virtual_time(ps)),
             check=not opts.no_check,
             time_limit=opts.time_limit,
         )
-    finally:
-        if bar is not None:
-            bar.close()
     tl = result.timeline
     if opts.trace:
         write_chrome_trace(
@@ -264,16 +228,22 @@ def _record(argv: list[str], user_dirs: list[str]) -> int:
         "scenario file whose replay produces the same trace.",
     )
     ap.add_argument("program", metavar="MODULE:FUNCTION", help="e.g. mypkg.host:main")
-    ap.add_argument("output", metavar="OUT.toml")
-    ap.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--ranks", type=int, default=MAX_RANKS, help=f"1..{MAX_RANKS}")
-    ap.add_argument("--dpus-per-rank", type=int, default=MAX_NR_DPUS_PER_RANK, help="1..64")
-    ap.add_argument("--chip", default="v1B")
+    ap.add_argument("output", metavar="OUT.toml", help="the scenario file to write")
+    _backend_seed_options(ap)
+    ap.add_argument(
+        "--ranks", type=int, default=MAX_RANKS, help=f"ranks of the machine, 1..{MAX_RANKS}"
+    )
+    ap.add_argument(
+        "--dpus-per-rank", type=int, default=MAX_NR_DPUS_PER_RANK, help="DPUs of each rank, 1..64"
+    )
+    ap.add_argument(
+        "--chip", default="v1B", help="DPU chip version: v1A or v1B (default: %(default)s)"
+    )
     ap.add_argument("--name", default=None, help="scenario name (default: MODULE:FUNCTION)")
     ap.add_argument("--trace", metavar="OUT.json", help="also write the run's Chrome trace")
     _time_limit_option(ap)
     ap.add_argument("--debug", action="store_true", help="print tracebacks of errors")
+    _progress_options(ap)
     opts = ap.parse_args(argv)
     module, _, func = opts.program.partition(":")
     if not module or not func:
@@ -303,6 +273,7 @@ def _record(argv: list[str], user_dirs: list[str]) -> int:
         seed=opts.seed,
         name=name,
         time_limit=opts.time_limit,
+        progress=opts.progress,
     )
     rec.write(opts.output)
     if opts.trace:
@@ -310,6 +281,40 @@ def _record(argv: list[str], user_dirs: list[str]) -> int:
             f.write(rec.chrome_trace())
     print(f"{name}: recorded to {opts.output}, virtual time {rec.emulator.now_ps} ps")
     return 0
+
+
+def _backend_seed_options(ap: argparse.ArgumentParser) -> None:
+    """``--backend`` and ``--seed``."""
+    ap.add_argument(
+        "--backend",
+        choices=["asyncio", "trio"],
+        default="asyncio",
+        help="event loop of the host program (the trace is the same); default: %(default)s",
+    )
+    ap.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the emulator's random draws, e.g. Memclave keys (default: %(default)s)",
+    )
+
+
+def _progress_options(ap: argparse.ArgumentParser) -> None:
+    """``--progress``, ``--no-progress`` / ``--quiet`` (default: shown on a terminal)."""
+    group = ap.add_mutually_exclusive_group()
+    group.add_argument(
+        "--progress",
+        action="store_true",
+        default=None,
+        help="show a progress display on stderr (default: only when stderr is a terminal)",
+    )
+    group.add_argument(
+        "--no-progress",
+        "--quiet",
+        dest="progress",
+        action="store_false",
+        help="show no progress display",
+    )
 
 
 def _time_limit_option(ap: argparse.ArgumentParser) -> None:
@@ -403,12 +408,18 @@ def _conformance(argv: list[str], user_dirs: list[str]) -> int:
         metavar="DIR2",
         help="the expectation files (default: DIR's *.toml, else aiopim's own)",
     )
-    ap.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
+    ap.add_argument(
+        "--backend",
+        choices=["asyncio", "trio"],
+        default="asyncio",
+        help="event loop of the runs (the results are the same); default: %(default)s",
+    )
     ap.add_argument(
         "--engine",
         choices=list(ENGINES),
         help="instruction-set engine: pure Python or compiled (default: the environment's)",
     )
+    _progress_options(ap)
     opts = ap.parse_args(argv)
     if not os.path.isdir(opts.directory):
         raise CommandError(f"{opts.directory}: not a directory of binaries", EXIT_INPUT)
@@ -422,9 +433,16 @@ def _conformance(argv: list[str], user_dirs: list[str]) -> int:
         raise CommandError(str(exc), EXIT_INPUT) from None
     binaries = [os.path.splitext(f)[0] for f in os.listdir(opts.directory) if f.endswith(".dpu")]
     table = Table([e.name for e in expectations] + binaries)
+    described = {os.path.normpath(e.binary) for e in expectations}
+    total = len(expectations) + sum(b + ".dpu" not in described for b in binaries)
     print(table.header(), flush=True)
-    for result in run_conformance(opts.directory, expectations, backend=opts.backend):
-        print(table.row(result), flush=True)
+    with Progress("conformance", total=total, unit="binaries", enabled=opts.progress) as bar:
+        for done, result in enumerate(
+            run_conformance(opts.directory, expectations, backend=opts.backend), 1
+        ):
+            bar.print(table.row(result))
+            failed = sum(not r.passed for r in table.results)
+            bar.update(done, failed=str(failed))
     print(table.footer())
     return 0 if all(r.passed for r in table.results) else EXIT_FAILED
 

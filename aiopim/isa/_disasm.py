@@ -150,7 +150,9 @@ def main_asm(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("file", help="assembly source (.S)")
     ap.add_argument("-o", "--output", required=True, help="output DPU ELF")
-    ap.add_argument("--chip", choices=["v1A", "v1B"], default="v1B")
+    ap.add_argument(
+        "--chip", choices=["v1A", "v1B"], default="v1B", help="DPU chip version (default: v1B)"
+    )
     args = ap.parse_args(None if argv is None else list(argv))
     try:
         text = Path(args.file).read_text(encoding="utf-8")

@@ -655,13 +655,14 @@ def record(
     name: str = "recorded",
     description: str = "",
     time_limit: float | None = None,
+    progress: bool | None = False,
 ) -> Recording:
     """Run ``main(*args)`` as ``aiopim.run`` would and write it down as a scenario."""
     emu = Emulator(machine, seed=seed, record=True)
     log = OpRecorder(emu)
     emu.op_log = log
     result = outside_event_loop(
-        lambda: emu.run(main, *args, backend=backend, time_limit=time_limit)
+        lambda: emu.run(main, *args, backend=backend, time_limit=time_limit, progress=progress)
     )
     emu.op_log = None
     still = [d.name for r in emu.machine.ranks() for d in r.dpus if d.running]
