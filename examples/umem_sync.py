@@ -51,8 +51,8 @@ async def sync_example(
 ) -> list[float]:
     """Mirror N doubles of ``device`` in ``host``, initialise them, sync, let the device change
     them, update the mirror; leaving the ``with`` blocks disconnects and frees."""
-    device_alignment = 128  # the size must be a multiple of it: 16 doubles
-    with device.aligned_alloc(device_alignment, 16 * 8) as device_adr:
+    device_alignment = 128  # umem rounds the 80-byte block up to 128 bytes
+    with device.aligned_alloc(device_alignment, N * 8) as device_adr:
         host_alignment = 64
         with await device_adr.connect(host, N * 8, host_alignment) as host_adr:
             host_adr.view(np.float64)[:] = range(N)  # initialise the array as range(N)
@@ -99,9 +99,12 @@ async def host_program(workdir: Path) -> list[Run]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
+    parser.add_argument(
+        "--quiet", dest="progress", action="store_false", default=None, help="no progress display"
+    )
     opts = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        runs = aiopim.run(host_program, Path(tmp), backend=opts.backend)
+        runs = aiopim.run(host_program, Path(tmp), backend=opts.backend, progress=opts.progress)
     expected = [2.0 * i for i in range(N)]
     for name, values, seconds in runs:
         print(f"{name:<26} {values}  ({seconds * 1e6:.3f} us virtual)")

@@ -10,7 +10,6 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _context as C
-from ._blocks import align_up
 from ._status import StatusType
 
 if TYPE_CHECKING:
@@ -296,7 +295,7 @@ class Address:
             return Address(
                 dest, self.adr, n, max(a, self.alignment), own="paired", mate=self, zero_copy=True
             )
-        mirror = dest.aligned_alloc(a, align_up(n, a)) if a else dest.alloc(n)
+        mirror = dest.aligned_alloc(a, n) if a else dest.alloc(n)
         if not mirror:
             return mirror
         try:

@@ -277,8 +277,10 @@ class Context:
         return adr
 
     def aligned_alloc(self, alignment: int, size: int) -> Address:
-        """``umem_aligned_alloc``: ``alignment`` a power of two, ``size`` a multiple of it; the
-        alignment is raised to :attr:`fundamental_alignment`."""
+        """``umem_aligned_alloc``: ``alignment`` a power of two (raised to
+        :attr:`fundamental_alignment`); a ``size`` that is not a multiple of it is rounded up,
+        as umem's own contexts reserve whole aligned blocks (the address has the rounded size).
+        """
         a, n = _count(alignment, "alignment"), _count(size, "size")
         try:
             if a <= 0 or a & (a - 1):
@@ -286,13 +288,10 @@ class Context:
                     StatusType.ValueError,
                     f"aligned_alloc: alignment {a} is not a power of two; use 1, 2, 4, 8, 16…",
                 )
-            if n % a:
-                raise self._fail(
-                    StatusType.ValueError,
-                    f"aligned_alloc: size {n} is not a multiple of the alignment {a}; "
-                    f"round it up to {align_up(n, a)}",
-                )
-            return self._new_block(n, max(a, self.fundamental_alignment), True, "aligned_alloc")
+            if n < 0:
+                raise self._fail(StatusType.ValueError, f"aligned_alloc: size {n} is negative")
+            block = align_up(n, a)
+            return self._new_block(block, max(a, self.fundamental_alignment), True, "aligned_alloc")
         except _Stop:
             return Address.null(self)
 
