@@ -81,8 +81,11 @@ async def host() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
+    parser.add_argument(
+        "--quiet", dest="progress", action="store_false", default=None, help="no progress display"
+    )
     opts = parser.parse_args(argv)
-    log = aiopim.run(host, backend=opts.backend)
+    log = aiopim.run(host, backend=opts.backend, progress=opts.progress)
     print(log, end="")
     return 0 if log.splitlines()[1:] == EXPECTED_STATES else 1
 

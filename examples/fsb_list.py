@@ -75,8 +75,11 @@ async def host() -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
+    parser.add_argument(
+        "--quiet", dest="progress", action="store_false", default=None, help="no progress display"
+    )
     opts = parser.parse_args(argv)
-    total = aiopim.run(host, backend=opts.backend)
+    total = aiopim.run(host, backend=opts.backend, progress=opts.progress)
     print(f"fsb_example: sum of the remaining values = {total:#x}")
     return 0 if total == 0x45 else 1
 

@@ -53,8 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("binary", nargs="?", help="a DPU ELF (default: assemble hello.S)")
     parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
+    parser.add_argument(
+        "--quiet", dest="progress", action="store_false", default=None, help="no progress display"
+    )
     opts = parser.parse_args(argv)
-    aiopim.run(host, opts.binary, backend=opts.backend)
+    aiopim.run(host, opts.binary, backend=opts.backend, progress=opts.progress)
     return 0
 
 

@@ -166,6 +166,9 @@ def main() -> int:
     ap.add_argument("--small", type=int, default=100_000, help="bytes of the one-DPU text")
     ap.add_argument("--large", type=int, default=1 << 21, help="bytes of the N-DPU text")
     ap.add_argument("--block", type=int, default=64 << 10, help="bytes per provider block")
+    ap.add_argument(
+        "--quiet", dest="progress", action="store_false", default=None, help="no progress display"
+    )
     opts = ap.parse_args()
     device = DpuDeviceDescription(load_interface(DIDL), charcount_program())
     small, large = sample_text(opts.small, 1), sample_text(opts.large, 2)
@@ -176,7 +179,7 @@ def main() -> int:
     async def host() -> list[str]:
         return await run_counts(device, small, large, opts.dpus, opts.block)
 
-    lines = emulator.run(host, backend=opts.backend)
+    lines = emulator.run(host, backend=opts.backend, progress=opts.progress)
     print("\n".join(lines))
     ok = all(_matches(line) for line in lines[:2])
     return 0 if ok else 1

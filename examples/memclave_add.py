@@ -110,8 +110,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--quiet", dest="progress", action="store_false", default=None, help="no progress display"
+    )
     opts = ap.parse_args()
-    return aiopim.run(host, opts.seed, backend=opts.backend, seed=opts.seed)
+    return aiopim.run(host, opts.seed, backend=opts.backend, seed=opts.seed, progress=opts.progress)
 
 
 if __name__ == "__main__":

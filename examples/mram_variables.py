@@ -48,8 +48,11 @@ async def host() -> tuple[list[int], int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
+    parser.add_argument(
+        "--quiet", dest="progress", action="store_false", default=None, help="no progress display"
+    )
     opts = parser.parse_args(argv)
-    out, count = aiopim.run(host, backend=opts.backend)
+    out, count = aiopim.run(host, backend=opts.backend, progress=opts.progress)
     print(f"output = {out}")
     print(f"copied = {count}")
     return 0 if out == INPUT.tolist() and count == N else 1

@@ -83,12 +83,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="input data seed")
     parser.add_argument("--explore-seed", type=int, default=None, help="schedule seed")
     parser.add_argument("--fixed", action="store_true", help="run the corrected program")
+    parser.add_argument(
+        "--quiet", dest="progress", action="store_false", default=None, help="no progress display"
+    )
     opts = parser.parse_args(argv)
     machine = aiopim.MachineConfig(nr_ranks=opts.ranks, nr_dpus_per_rank=8)
     emu = aiopim.Emulator(
         machine, seed=opts.explore_seed or 0, explore=opts.explore_seed is not None
     )
-    got, want = emu.run(host, opts.ranks, opts.seed, not opts.fixed, backend=opts.backend)
+    got, want = emu.run(
+        host, opts.ranks, opts.seed, not opts.fixed, backend=opts.backend, progress=opts.progress
+    )
     schedule = "stable order" if opts.explore_seed is None else f"explore_seed={opts.explore_seed}"
     status = "OK" if got == want else "WRONG"
     print(f"racy_callback ({schedule}, {opts.backend}): total {got}, expected {want}: {status}")

@@ -68,8 +68,11 @@ async def host() -> tuple[int, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
+    parser.add_argument(
+        "--quiet", dest="progress", action="store_false", default=None, help="no progress display"
+    )
     opts = parser.parse_args(argv)
-    checksum, seconds = aiopim.run(host, backend=opts.backend)
+    checksum, seconds = aiopim.run(host, backend=opts.backend, progress=opts.progress)
     print(f"checksum = {checksum:#x} ({checksum})")
     print(f"launch took {seconds * 1e3:.6f} ms of virtual time")
     return 0 if checksum == EXPECTED else 1

@@ -123,8 +123,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dpus", type=int, default=128)
     parser.add_argument("--elements", type=int, default=1 << 20)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--quiet", dest="progress", action="store_false", default=None, help="no progress display"
+    )
     opts = parser.parse_args(argv)
-    r = aiopim.run(host, opts.dpus, opts.elements, opts.seed, backend=opts.backend, seed=opts.seed)
+    r = aiopim.run(
+        host,
+        opts.dpus,
+        opts.elements,
+        opts.seed,
+        backend=opts.backend,
+        seed=opts.seed,
+        progress=opts.progress,
+    )
     status = "OK" if r["correct"] else "FAILED"
     print(f"vector_add: {r['elements']} elements on {r['dpus']} DPUs ({opts.backend}): {status}")
     print(

@@ -248,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
         default="python",
         help="the DPU program as a Python kernel, or assembled from examples/isa/keysum.S",
     )
+    parser.add_argument(
+        "--quiet", dest="progress", action="store_false", default=None, help="no progress display"
+    )
     opts = parser.parse_args(argv)
     if opts.kernel == "isa" and (opts.mode, opts.tasklets) != ("all", 16):
         parser.error("--kernel isa is the 16-tasklet program of mode 'all'")
@@ -263,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         opts.seed,
         opts.kernel,
         backend=opts.backend,
+        progress=opts.progress,
     )
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     ok = r["complete"] and not r["wrong"]

@@ -137,9 +137,10 @@ def test_run_progress_none_follows_the_terminal(monkeypatch: pytest.MonkeyPatch)
         e = emu(ranks=1, dpus=1)
         e.run(launch_and_look, progress=None)
         assert ("virtual time" in stream.getvalue()) is drawn
-    monkeypatch.setattr(sys, "stderr", FakeTerminal())
+    term = FakeTerminal()
+    monkeypatch.setattr(sys, "stderr", term)
     aiopim.run(launch_and_look)  # scripts opt in: off by default
-    assert sys.stderr.getvalue() == ""
+    assert term.getvalue() == ""
 
 
 # ================================================================================================
@@ -242,3 +243,38 @@ def test_conformance_rows_stay_on_stdout(
     assert out.splitlines()[-1] == "conformance 1/1"
     line = last_line(err)
     assert re.fullmatch(r"conformance ━+ 1/1 binaries failed 0 0:00:0\d 0:00:00", line), line
+
+
+# ================================================================================================
+# the examples
+# ================================================================================================
+EXAMPLES = sorted(
+    p.stem for p in (ROOT / "examples").glob("*.py") if '"--quiet"' in p.read_text()
+)
+
+
+class Stop(Exception):
+    """Raised instead of running the example's host program."""
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_examples_take_quiet(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = __import__(name)  # tests/conftest.py puts examples/ on sys.path
+    asked: list[bool | None] = []
+
+    def run(self: object, *args: object, progress: bool | None = False, **kw: object) -> None:
+        asked.append(progress)
+        raise Stop
+
+    monkeypatch.setattr(aiopim.Emulator, "run", run)
+    takes_argv = "argv" in module.main.__code__.co_varnames[: module.main.__code__.co_argcount]
+    small = ["--small", "100", "--large", "100"] if name == "kelonia_charcount" else []
+    for argv in (small, [*small, "--quiet"]):
+        monkeypatch.setattr(sys, "argv", [f"{name}.py", *argv])
+        with pytest.raises(Stop):
+            module.main(argv) if takes_argv else module.main()
+    assert asked == [None, False]  # shown on a terminal only; never with --quiet
+
+
+def test_the_long_examples_take_quiet() -> None:
+    assert {"wram_fifo_keysum", "vector_add", "isa_hello"} <= set(EXAMPLES)
