@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import TextIO
 
 from rich.console import Console
+from rich.file_proxy import FileProxy
 from rich.progress import (
     BarColumn,
     ProgressColumn,
@@ -37,7 +38,11 @@ def progress_enabled(flag: bool | None, stream: TextIO | None = None) -> bool:
     the current ``sys.stderr``) is a terminal."""
     if flag is not None:
         return flag
-    isatty = getattr(sys.stderr if stream is None else stream, "isatty", None)
+    return _isatty(sys.stderr if stream is None else stream)
+
+
+def _isatty(stream: TextIO | None) -> bool:
+    isatty = getattr(stream, "isatty", None)
     return bool(isatty is not None and isatty())
 
 
@@ -84,8 +89,9 @@ class Progress:
 
     ``enabled=None`` shows it only if ``stream`` (default: the current ``sys.stderr``) is a
     terminal. Updates are cheap (another thread may make them): they reach the display at most
-    every :data:`UPDATE_INTERVAL` seconds, and the last one on exit. Lines for standard output
-    go through :meth:`print` meanwhile.
+    every :data:`UPDATE_INTERVAL` seconds, and the last one on exit. While it is shown, what the
+    program prints on the same screen (standard error, and standard output when it is a terminal
+    too) is printed above it rather than through it.
     """
 
     def __init__(
@@ -114,12 +120,13 @@ class Progress:
         if total is not None:
             columns.append(TimeRemainingColumn())
         console = Console(file=stream, force_terminal=True, force_jupyter=False, highlight=False)
+        on_screen = _isatty(stream) and _isatty(sys.stdout)
         self._rich = _RichProgress(
             *columns,
             console=console,
             refresh_per_second=5,
-            redirect_stdout=False,
-            redirect_stderr=False,
+            redirect_stdout=on_screen,
+            redirect_stderr=stream is sys.stderr,
         )
         self._task = self._rich.add_task(description, total=total, shown={})
 
@@ -136,6 +143,10 @@ class Progress:
     ) -> None:
         if self._rich is not None:
             self._flush()
+            # a partial line printed meanwhile waits in rich's stand-in for the stream
+            for stream in (sys.stdout, sys.stderr):
+                if isinstance(stream, FileProxy):
+                    stream.flush()
             self._rich.stop()
 
     def update(self, done: float, **fields: str) -> None:
@@ -147,14 +158,6 @@ class Progress:
         if now - self._last >= UPDATE_INTERVAL:
             self._last = now
             self._flush()
-
-    def print(self, line: str) -> None:
-        """Print ``line`` on standard output, above the display when both are on the screen
-        (where a plain write would break the display's line)."""
-        if self._rich is not None and self._rich.live.is_started and sys.stdout.isatty():
-            self._rich.console.print(line, markup=False, highlight=False, soft_wrap=True)
-        else:
-            print(line, flush=True)
 
     def _flush(self) -> None:
         if self._rich is None or self._pending is None:

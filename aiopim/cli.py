@@ -440,7 +440,7 @@ def _conformance(argv: list[str], user_dirs: list[str]) -> int:
         for done, result in enumerate(
             run_conformance(opts.directory, expectations, backend=opts.backend), 1
         ):
-            bar.print(table.row(result))
+            print(table.row(result), flush=True)
             failed = sum(not r.passed for r in table.results)
             bar.update(done, failed=str(failed))
     print(table.footer())

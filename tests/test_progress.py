@@ -79,17 +79,35 @@ def test_draws_nothing_off_a_terminal_or_when_disabled() -> None:
     for stream, enabled in ((plain, None), (term, False)):
         with Progress("x", total=2, unit="runs", stream=stream, enabled=enabled) as bar:
             bar.update(2, failures="1")
-            bar.print("a row")
     assert plain.getvalue() == term.getvalue() == ""
 
 
-def test_rows_printed_during_the_display_go_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+def test_output_redirected_to_a_file_stays_there(capsys: pytest.CaptureFixture[str]) -> None:
     term = FakeTerminal()
     with Progress("x", total=1, stream=term) as bar:
-        bar.print("row 1")
+        print("row 1")
         bar.update(1)
     assert capsys.readouterr().out == "row 1\n"
     assert "row 1" not in term.getvalue()
+
+
+def test_output_on_the_same_screen_is_printed_above_the_display(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out, err = FakeTerminal(), FakeTerminal()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    with Progress("x", total=2, unit="runs") as bar:
+        print("row 1")
+        bar.update(1)
+        print("to stderr", file=sys.stderr)
+        print("partial", end="")
+        bar.update(2)
+    assert sys.stdout is out and sys.stderr is err
+    assert out.getvalue() == ""  # on the screen through the display's stream, in order
+    lines = [line.rpartition("\r")[2] for line in ANSI.sub("", err.getvalue()).splitlines()]
+    assert [line for line in lines if "━" not in line] == ["row 1", "to stderr", "partial"]
+    assert re.fullmatch(r"x ━+ 2/2 runs +0:00:00 0:00:00", lines[-1]), lines
 
 
 # ================================================================================================
