@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -137,7 +138,11 @@ def test_a_dpu_fault_names_the_dpu_and_the_task_and_the_dpu_recovers(backend: st
     err, after = _emu().run(host, backend=backend)
     assert err.code is DpuErrorCode.DPU_ERR_DPU_FAULT and isinstance(err, aiopim.DpuError)
     assert (err.dpu_number, err.task) == (1, "echo")
-    assert "DPU 1, task echo" in str(err) and "(fault 3: unlucky in tasklet 1)" in str(err)
+    assert re.fullmatch(
+        r"DPU_ERR_DPU_FAULT \(23\): DPU 1, task echo: rank 1: DPU 1\.0\.0 tasklet 1 at "
+        r"test_kelonia_foundry\.py:\d+ in main: fault 3: unlucky",
+        str(err),
+    )
     assert after == [3, 4]
 
 

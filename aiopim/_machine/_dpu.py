@@ -20,13 +20,26 @@ R = TypeVar("R", bound=DpuRunner)
 
 @dataclass(frozen=True)
 class FaultInfo:
-    """Why and where a DPU stopped in fault (the host itself only sees DPU_ERR_DPU_FAULT)."""
+    """Why and where a DPU stopped in fault (the host itself only sees DPU_ERR_DPU_FAULT).
+
+    A binary's ``reason`` starts with where it happened (``DPU 0.0.0 thread 0 at PC 12
+    (main+3): ...; instruction ...``); a Python kernel's says what happened, and ``where`` where
+    (``DPU 0.0.0 tasklet 1 at kernel.py:11 in main``).
+    """
 
     reason: str
     code: int | None
     tasklet: int | None
     time_ps: int
     exception: BaseException | None = None
+    where: str = ""
+
+    def describe(self) -> str:
+        """The whole story in one line: where, the fault code if any, the reason."""
+        if not self.where:
+            return self.reason
+        code = "" if self.code is None else f"fault {self.code}: "
+        return f"{self.where}: {code}{self.reason}"
 
 
 class Dpu:
@@ -110,12 +123,17 @@ class Dpu:
             self._stop()
 
     def stop_in_fault(
-        self, reason: str, code: int | None, tasklet: int | None, exc: BaseException | None = None
+        self,
+        reason: str,
+        code: int | None,
+        tasklet: int | None,
+        exc: BaseException | None = None,
+        where: str = "",
     ) -> None:
-        """Stop every thread; the DPU is in fault."""
+        """Stop every thread; the DPU is in fault (see :class:`FaultInfo`)."""
         if not self.running:
             return
-        self.fault = FaultInfo(reason, code, tasklet, self.kernel.now, exc)
+        self.fault = FaultInfo(reason, code, tasklet, self.kernel.now, exc, where)
         self._stop()
 
     def _stop(self) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import timing
-from .._dpulist import format_dpu_list
+from .._dpulist import format_dpu_ranges
 from .._errors import DpuError, DpuErrorCode, JobType, encode_async_error
 from .._runtime._kernel import PRIO_LATE, HostWaiter, Kernel
 from ._jobs import Job, JobFailed
@@ -249,10 +249,9 @@ class Rank:
 
     def _poll(self, fault_seen: bool) -> None:
         if fault_seen:
-            faulty = [d.name for d in self.dpus if d.fault is not None]
             self.fail(
                 encode_async_error(self.last_launch_type, DpuErrorCode.DPU_ERR_DPU_FAULT),
-                f"DPU(s) {format_dpu_list(faulty)} in fault",
+                self.fault_message(),
             )
         if self.running_dpus == 0:
             self.dpus_running = False
@@ -262,6 +261,24 @@ class Rank:
         self._try_start()
 
     # -- diagnostics ---------------------------------------
+    def fault_message(self) -> str:
+        """The earliest fault of the rank's DPUs in full (where, why), then how many others
+        are in fault and where to read their reasons."""
+        faults = sorted(
+            (d.fault.time_ps, d.index, d.fault) for d in self.dpus if d.fault is not None
+        )
+        if not faults:
+            return "no DPU is in fault"
+        text = faults[0][2].describe()
+        others = [self.dpus[i] for _t, i, _f in faults[1:]]
+        if others:
+            n = len(others)
+            text += (
+                f"; {n} more DPU{'s' if n > 1 else ''} in fault ({format_dpu_ranges(others)}): "
+                "DpuSet.faults has the reason of each DPU"
+            )
+        return text
+
     def describe_blocked(self) -> list[str]:
         """What this rank is stuck on (for deadlock reports)."""
         lines: list[str] = []

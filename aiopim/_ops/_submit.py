@@ -106,6 +106,9 @@ async def submit(
             rec.host_wait(what, t0, ranks)
         if errors:
             rank, encoded, message = errors[0]
+            if len(errors) > 1:
+                more = format_dpu_list(r.index for r, _e, _m in errors[1:])
+                message += f"; rank{'s' if len(errors) > 2 else ''} {more} failed too"
             raise DpuError(encoded & 0xFFFF, f"rank {rank.index}: {message}")
 
 
@@ -134,4 +137,4 @@ async def _run_inline(dset: DpuSetBase, job: Job | None) -> None:
             rank.dpu_stop_waiters.append(w)
             await emu.bridge.wait(w)
         if any(d.fault is not None for d in rank.dpus if d.enabled):
-            raise DpuError(E.DPU_ERR_DPU_FAULT, f"a DPU of rank {rank.index} is in fault")
+            raise DpuError(E.DPU_ERR_DPU_FAULT, f"rank {rank.index}: {rank.fault_message()}")

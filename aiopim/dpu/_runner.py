@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import traceback
 from collections.abc import Callable, Coroutine
 from heapq import heappop, heappush
 from types import FrameType
@@ -375,6 +376,21 @@ class SpinCommand(Command):
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _place(frame: FrameType, line: int) -> str:
+    return f"at {os.path.basename(frame.f_code.co_filename)}:{line} in {frame.f_code.co_name}"
+
+
+def traceback_location(exc: BaseException) -> str:
+    """``at FILE:LINE in FUNCTION`` of the innermost frame outside aiopim that ``exc`` went
+    through (the kernel's line that faulted), or ``""`` if there is none."""
+    user = [
+        (frame, line)
+        for frame, line in traceback.walk_tb(exc.__traceback__)
+        if not frame.f_code.co_filename.startswith(_PACKAGE_DIR)
+    ]
+    return _place(*user[-1]) if user else ""
+
+
 def coroutine_location(coro: Any) -> str:
     """``at FILE:LINE in FUNCTION`` of the innermost frame of a suspended tasklet coroutine
     outside aiopim, with the runtime call it waits in (``in mram_read``)."""
@@ -389,8 +405,7 @@ def coroutine_location(coro: Any) -> str:
         return "(finished)"
     user = [i for i, f in enumerate(frames) if not f.f_code.co_filename.startswith(_PACKAGE_DIR)]
     at = user[-1] if user else 0
-    code = frames[at].f_code
-    text = f"at {os.path.basename(code.co_filename)}:{frames[at].f_lineno} in {code.co_name}"
+    text = _place(frames[at], frames[at].f_lineno)
     inner = [f.f_code.co_name for f in frames[at + 1 :] if f.f_code.co_name != "__await__"]
     return f"{text}, waiting in {inner[0]}" if inner else text
 
@@ -445,12 +460,12 @@ class TaskletRunner(DpuRunner):
         self._live -= 1
         if exc is not None:
             tid = proc.actor & 31
+            where = f"DPU {dpu.name} tasklet {tid} {traceback_location(exc)}".rstrip()
             if isinstance(exc, DpuFault):
-                dpu.stop_in_fault(exc.reason, exc.code, tid, exc)
+                dpu.stop_in_fault(exc.reason, exc.code, tid, exc, where)
             else:
-                dpu.stop_in_fault(
-                    f"unhandled {type(exc).__name__} in tasklet {tid}: {exc}", None, tid, exc
-                )
+                reason = f"unhandled {type(exc).__name__} in tasklet {tid}: {exc}"
+                dpu.stop_in_fault(reason, None, tid, exc, where)
             return
         if self._live == 0:
             dpu.run_ended()

@@ -239,7 +239,8 @@ class BasicDpuAssembly:
 def _low_level(slot: _Slot, task: str, exc: DpuError) -> DpuLowLevelError:
     detail = exc.detail or str(exc)
     fault = slot.dset.faults[0]
-    if fault is not None and exc.code is DpuErrorCode.DPU_ERR_DPU_FAULT:
+    fault_code = exc.code is DpuErrorCode.DPU_ERR_DPU_FAULT
+    if fault is not None and fault_code and fault.reason not in detail:  # say why, once
         code = "" if fault.code is None else f"fault {fault.code}: "
         where = "" if fault.tasklet is None else f" in tasklet {fault.tasklet}"
         detail = f"{detail} ({code}{fault.reason}{where})"
