@@ -27,7 +27,7 @@ from rich.text import Text
 
 __all__ = ["Progress", "progress_enabled", "virtual_time"]
 
-#: seconds between two updates passed to the display (the display redraws ~5 times a second)
+#: seconds between two updates passed to the display (the display redraws 4 times a second)
 UPDATE_INTERVAL = 0.05
 #: characters of the bar itself
 BAR_WIDTH = 24
@@ -124,7 +124,7 @@ class Progress:
         self._rich = _RichProgress(
             *columns,
             console=console,
-            refresh_per_second=5,
+            refresh_per_second=4,
             redirect_stdout=on_screen,
             redirect_stderr=stream is sys.stderr,
         )

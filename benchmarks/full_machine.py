@@ -660,6 +660,9 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="small sizes (CI)")
     ap.add_argument("--only", choices=sorted(SECTIONS), action="append", help="one section")
     ap.add_argument("--child", nargs=2, metavar=("NAME", "PARAMS"), help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--quiet", dest="progress", action="store_false", default=None, help="no progress display"
+    )
     args = ap.parse_args()
     if args.child:
         name, params = args.child
@@ -669,12 +672,19 @@ def main() -> int:
         f"python {sys.version.split()[0]}, {os.cpu_count()} cores" + ", --quick" * args.quick,
         flush=True,
     )
+    from aiopim._progress import Progress  # not in the children: their memory is measured
+
     missed = 0
-    for key in args.only or list(SECTIONS):
-        title, fn = SECTIONS[key]
-        rows = fn(args.quick)
-        print_table(title, rows)
-        missed += sum(r.ok is False for r in rows)
+    keys = args.only or list(SECTIONS)
+    # measurements run in child processes: the display counts sections
+    with Progress("full_machine", total=len(keys), unit="sections", enabled=args.progress) as bar:
+        for done, key in enumerate(keys):
+            bar.update(done, section=key)
+            title, fn = SECTIONS[key]
+            rows = fn(args.quick)
+            print_table(title, rows)
+            missed += sum(r.ok is False for r in rows)
+        bar.update(len(keys))
     print(f"\nfull_machine missed={missed}")
     return 0
 

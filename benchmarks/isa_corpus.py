@@ -165,6 +165,9 @@ def main() -> int:
     ap.add_argument(
         "--child", nargs=3, metavar=("WORKLOAD", "PATH", "BACKEND"), help=argparse.SUPPRESS
     )
+    ap.add_argument(
+        "--quiet", dest="progress", action="store_false", default=None, help="no progress display"
+    )
     opts = ap.parse_args()
     if opts.child:
         print(json.dumps(child(*opts.child)))
@@ -184,27 +187,36 @@ def main() -> int:
     print("-" * (len(header) + (14 if opts.before else 0)))
     same = True
     rates: dict[tuple[str, str], list[float]] = {}
-    for workload in workloads:
-        for path in PATHS:
-            seen: set[tuple[int, int]] = set()
-            for backend in BACKENDS:
-                got = {v: measure(workload, path, backend, where) for v, where in versions}
-                seen |= {(g["instructions"], g["cycles"]) for g in got.values()}
-                after = got["after"]
-                ips = {v: g["instructions"] / g["cpu_s"] for v, g in got.items()}
-                row = (
-                    f"{workload:<20} {path:<8} {backend:<7} {after['instructions']:>13,} "
-                    f"{after['outcome']:<17}" + "".join(f" {ips[v]:>19.3e}" for v, _ in versions)
-                )
-                if opts.before:
-                    ratio = ips["after"] / ips["before"]
-                    rates.setdefault((path, "ratio"), []).append(ratio)
-                    row += f"  {ratio:>12.2f}x"
-                rates.setdefault((path, "after"), []).append(ips["after"])
-                print(row, flush=True)
-            if len(seen) != 1:
-                same = False
-                print(f"  {workload} on {path}: instructions and cycles differ: {sorted(seen)}")
+    from aiopim._progress import Progress  # not in the children: they are measured
+
+    total = len(workloads) * len(PATHS) * len(BACKENDS)
+    done = 0
+    with Progress("isa_corpus", total=total, unit="runs", enabled=opts.progress) as bar:
+        for workload in workloads:
+            for path in PATHS:
+                seen: set[tuple[int, int]] = set()
+                for backend in BACKENDS:
+                    got = {v: measure(workload, path, backend, where) for v, where in versions}
+                    seen |= {(g["instructions"], g["cycles"]) for g in got.values()}
+                    after = got["after"]
+                    ips = {v: g["instructions"] / g["cpu_s"] for v, g in got.items()}
+                    row = (
+                        f"{workload:<20} {path:<8} {backend:<7} {after['instructions']:>13,} "
+                        f"{after['outcome']:<17}"
+                        + "".join(f" {ips[v]:>19.3e}" for v, _ in versions)
+                    )
+                    if opts.before:
+                        ratio = ips["after"] / ips["before"]
+                        rates.setdefault((path, "ratio"), []).append(ratio)
+                        row += f"  {ratio:>12.2f}x"
+                    rates.setdefault((path, "after"), []).append(ips["after"])
+                    print(row, flush=True)
+                    done += 1
+                    bar.update(done)
+                if len(seen) != 1:
+                    same = False
+                    print(f"  {workload} on {path}: instructions and cycles differ: {sorted(seen)}")
+        bar.update(done)
     line = " ".join(f"{p}_ips={_geomean(rates[p, 'after']):.0f}" for p in PATHS)
     if opts.before:
         line += " " + " ".join(f"{p}_ratio={_geomean(rates[p, 'ratio']):.2f}" for p in PATHS)

@@ -234,11 +234,13 @@ async def red_host(directory: Path, nr_dpus: int, elements: int, chip: str) -> R
 
 def run_red(
     directory: Path, dpus: int = NR_DPUS, elements: int = SIZES["default"]["red"],
-    backend: str = "asyncio",
+    backend: str = "asyncio", progress: bool | None = False,
 ) -> dict[str, Any]:  # fmt: skip
     """Run RED's host program on a fresh emulator; its figures as a dict (see ``Result``)."""
     chip, _, _ = binary_chip(directory)
-    r: Result = aiopim.run(red_host, Path(directory), dpus, elements, chip, backend=backend)
+    r: Result = aiopim.run(
+        red_host, Path(directory), dpus, elements, chip, backend=backend, progress=progress
+    )
     return r.as_dict()
 
 
@@ -296,12 +298,14 @@ async def trns_host(directory: Path, nr_dpus: int, big_m: int, m: int, n: int, c
 
 def run_trns(
     directory: Path, dpus: int = NR_DPUS, shape: tuple[int, int, int] = SIZES["default"]["trns"],
-    backend: str = "asyncio",
+    backend: str = "asyncio", progress: bool | None = False,
 ) -> dict[str, Any]:  # fmt: skip
     """Run TRNS's host program (``shape`` = M_, m, n) on a fresh emulator; its figures."""
     chip, _, _ = binary_chip(directory)
     big_m, m, n = shape
-    r: Result = aiopim.run(trns_host, Path(directory), dpus, big_m, m, n, chip, backend=backend)
+    r: Result = aiopim.run(
+        trns_host, Path(directory), dpus, big_m, m, n, chip, backend=backend, progress=progress
+    )
     return r.as_dict()
 
 
@@ -334,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--corpus", type=Path, default=None, help="default: $AIOPIM_CONFORMANCE_DIR"
     )
+    parser.add_argument(
+        "--quiet", dest="progress", action="store_false", default=None, help="no progress display"
+    )
     opts = parser.parse_args(argv)
     prim = (opts.corpus or corpus_dir()) / "prim"
     if not prim.is_dir():
@@ -342,8 +349,10 @@ def main(argv: list[str] | None = None) -> int:
     which = opts.only or ["red", "trns"]
     sizes = SIZES["quick" if opts.quick else "default"]
     runs = {
-        "red": lambda s: run_red(prim / "RED", opts.dpus, s["red"], opts.backend),
-        "trns": lambda s: run_trns(prim / "TRNS", opts.dpus, s["trns"], opts.backend),
+        "red": lambda s: run_red(prim / "RED", opts.dpus, s["red"], opts.backend, opts.progress),
+        "trns": lambda s: run_trns(
+            prim / "TRNS", opts.dpus, s["trns"], opts.backend, opts.progress
+        ),
     }
     for name in which:
         chip, tasklets, tag = binary_chip(prim / name.upper())

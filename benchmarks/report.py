@@ -23,6 +23,8 @@ from typing import NamedTuple
 
 from _table import print_columns
 
+from aiopim._progress import Progress
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -241,13 +243,19 @@ def run(args: list[str], parse: Parser) -> tuple[list[Figure], float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the scripts' quick forms (CI)")
+    parser.add_argument(
+        "--quiet", dest="progress", action="store_false", default=None, help="no progress display"
+    )
     opts = parser.parse_args(argv)
     figures: list[Figure] = []
-    for args, parse in RUNS:
-        full = [*args, "--quick"] if opts.quick else args
-        found, wall = run(full, parse)
-        print(f"ran {' '.join(full)} ({wall:.1f} s)", file=sys.stderr, flush=True)
-        figures += found
+    with Progress("report", total=len(RUNS), unit="scripts", enabled=opts.progress) as bar:
+        for done, (args, parse) in enumerate(RUNS):
+            full = [*args, "--quick"] if opts.quick else args
+            bar.update(done, running=" ".join(full))
+            found, wall = run(full, parse)
+            print(f"ran {' '.join(full)} ({wall:.1f} s)", file=sys.stderr, flush=True)
+            figures += found
+        bar.update(len(RUNS))
     print(f"python {sys.version.split()[0]}" + (", --quick (CI sizes)" if opts.quick else ""))
     print_columns(
         [("figure", "measured", "goal", "anchor", "")]

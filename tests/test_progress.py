@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import re
 import sys
@@ -296,3 +297,26 @@ def test_examples_take_quiet(name: str, monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_the_long_examples_take_quiet() -> None:
     assert {"wram_fifo_keysum", "vector_add", "isa_hello"} <= set(EXAMPLES)
+
+
+# ================================================================================================
+# the benchmarks
+# ================================================================================================
+@pytest.mark.parametrize("name", ["full_machine", "isa_corpus", "prim_isa", "report"])
+def test_long_benchmarks_take_quiet(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    module = __import__(name)
+    parse = argparse.ArgumentParser.parse_args
+    seen: list[argparse.ArgumentParser] = []
+
+    def capture(self: argparse.ArgumentParser, *args: object, **kw: object) -> None:
+        seen.append(self)
+        raise Stop
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", capture)
+    monkeypatch.setattr(sys, "argv", [f"{name}.py"])
+    with pytest.raises(Stop):
+        module.main()
+    (parser,) = seen
+    assert parse(parser, []).progress is None  # shown on a terminal
+    assert parse(parser, ["--quiet"]).progress is False
