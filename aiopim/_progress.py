@@ -31,6 +31,8 @@ __all__ = ["Progress", "progress_enabled", "virtual_time"]
 UPDATE_INTERVAL = 0.05
 #: characters of the bar itself
 BAR_WIDTH = 24
+#: characters of the description at most
+DESCRIPTION_WIDTH = 24
 
 
 def progress_enabled(flag: bool | None, stream: TextIO | None = None) -> bool:
@@ -52,6 +54,10 @@ def virtual_time(ps: float) -> str:
         if abs(ps) >= scale:
             return f"{ps / scale:.3g} {unit}"
     return f"{ps:.3g} ps" if ps else "0 s"
+
+
+def _time_column() -> Column:
+    return Column(no_wrap=True, min_width=len("0:00:00"))
 
 
 def _number(x: float) -> str:
@@ -110,15 +116,17 @@ class Progress:
         self._rich: _RichProgress | None = None
         if not self.enabled:
             return
+        # on a narrow terminal a long description is cut, never the counts, fields or times
+        name = Column(no_wrap=True, overflow="ellipsis", max_width=DESCRIPTION_WIDTH)
         columns: list[ProgressColumn] = [
-            TextColumn("{task.description}", table_column=Column(no_wrap=True)),
+            TextColumn("{task.description}", table_column=name),
             BarColumn(bar_width=BAR_WIDTH),
         ]
         if unit or total is not None:
             columns.append(_CountColumn(unit))
-        columns += [_FieldsColumn(), TimeElapsedColumn()]
+        columns += [_FieldsColumn(), TimeElapsedColumn(table_column=_time_column())]
         if total is not None:
-            columns.append(TimeRemainingColumn())
+            columns.append(TimeRemainingColumn(table_column=_time_column()))
         console = Console(file=stream, force_terminal=True, force_jupyter=False, highlight=False)
         on_screen = _isatty(stream) and _isatty(sys.stdout)
         self._rich = _RichProgress(

@@ -193,7 +193,10 @@ def _replay(argv: list[str], user_dirs: list[str]) -> int:
             user_dirs.append(d)
     sc = load_scenario(opts.scenario)
     with Progress(
-        f"replay {sc.name}", total=sc.total_steps(), unit="steps", enabled=opts.progress
+        f"replay {os.path.basename(opts.scenario)}",
+        total=sc.total_steps(),
+        unit="steps",
+        enabled=opts.progress,
     ) as bar:
         result = replay(
             sc,

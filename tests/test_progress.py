@@ -75,6 +75,20 @@ def test_unknown_total_shows_no_count_nor_eta() -> None:
     assert re.fullmatch(r"main ━+ virtual time 1 us, DPUs running 64 0:00:00", line), line
 
 
+def test_a_narrow_terminal_cuts_the_description_not_the_figures(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    term = FakeTerminal()
+    name = "replay a-scenario-with-a-long-name.toml"
+    with Progress(name, total=83, unit="steps", stream=term) as bar:
+        bar.update(83, virtual_time="6.7 ms")
+    line = last_line(term.getvalue())
+    assert re.fullmatch(
+        r"replay a-scenario-with-… ━+ 83/83 steps virtual time 6.7 ms 0:00:00 0:00:00", line
+    ), line
+
+
 def test_draws_nothing_off_a_terminal_or_when_disabled() -> None:
     plain, term = io.StringIO(), FakeTerminal()
     for stream, enabled in ((plain, None), (term, False)):
@@ -199,7 +213,7 @@ def test_replay_shows_steps_and_virtual_time(
     assert out.startswith("t: replayed on asyncio") and "━" not in out
     line = last_line(err)
     assert re.fullmatch(
-        rf"replay t ━+ 3/3 steps virtual time {virtual_time(end)} 0:00:0\d 0:00:00", line
+        rf"replay t.toml ━+ 3/3 steps virtual time {virtual_time(end)} 0:00:0\d 0:00:00", line
     ), line
     for quiet in ("--no-progress", "--quiet"):
         assert cli_main(["replay", str(path), quiet]) == 0
