@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from ._dpulist import group_blocked
+
 
 class DpuErrorCode(IntEnum):
     """``dpu_error_t`` of SDK 2025.1.0 (values exact)."""
@@ -197,9 +199,12 @@ class DeadlockError(RuntimeError):
     """Nothing can ever wake the blocked host tasks: raised instead of hanging."""
 
     def __init__(self, blocked: list[str], now_ps: int) -> None:
+        #: every blocked host task, rank and tasklet, one line each
         self.blocked = blocked
         self.now_ps = now_ps
-        lines = "\n  ".join(blocked) if blocked else "(no emulator actor is waiting)"
+        #: :attr:`blocked` with identical states grouped and long lists cut (the message's)
+        self.summary = group_blocked(blocked)
+        lines = "\n  ".join(self.summary) if blocked else "(no emulator actor is waiting)"
         super().__init__(
             f"deadlock at t={now_ps / 1e12:.9f}s: every host task is blocked and no emulated "
             f"event can ever wake them. Blocked:\n  {lines}"

@@ -815,7 +815,7 @@ def test_sync_before_the_stop_write_is_a_reported_deadlock(backend: str) -> None
     text = str(e.value)
     assert "SYNC job(s) on rank(s) [0]" in text
     assert "rank 0: head job SYNC waiting for the rank's DPUs to stop" in text
-    assert "DPU 0.0.0 tasklet 3 waiting on input FIFO 'input_fifo'" in text
+    assert "DPU 0.0.0 tasklets 0-3 waiting on input FIFO 'input_fifo'" in text
 
 
 def test_fault_inside_the_fifo_loop_reaches_the_host(backend: str) -> None:

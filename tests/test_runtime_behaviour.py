@@ -116,7 +116,8 @@ def test_deadlock_is_reported_with_blocked_actors(backend: str) -> None:
     assert time.perf_counter() - t0 < 2
     text = str(e.value)
     assert "SYNC job(s) on rank(s) [0]" in text
-    assert "DPU 0.0.0 tasklet 0 waiting on barrier 'three'" in text
+    assert "DPU 0.0.0 tasklets 0-1 waiting on barrier 'three' at test_runtime_behaviour.py:" in text
+    assert "DPU 0.0.0 tasklet 0 waiting on barrier 'three'" in e.value.blocked[2]
     assert "rank 0: head job SYNC waiting for the rank's DPUs to stop" in text
 
 

@@ -391,9 +391,9 @@ def traceback_location(exc: BaseException) -> str:
     return _place(*user[-1]) if user else ""
 
 
-def coroutine_location(coro: Any) -> str:
+def coroutine_location(coro: Any, *, call: bool = True) -> str:
     """``at FILE:LINE in FUNCTION`` of the innermost frame of a suspended tasklet coroutine
-    outside aiopim, with the runtime call it waits in (``in mram_read``)."""
+    outside aiopim, with (``call``) the runtime call it waits in (``, waiting in mram_read``)."""
     frames: list[FrameType] = []
     obj = coro
     while obj is not None:
@@ -407,7 +407,7 @@ def coroutine_location(coro: Any) -> str:
     at = user[-1] if user else 0
     text = _place(frames[at], frames[at].f_lineno)
     inner = [f.f_code.co_name for f in frames[at + 1 :] if f.f_code.co_name != "__await__"]
-    return f"{text}, waiting in {inner[0]}" if inner else text
+    return f"{text}, waiting in {inner[0]}" if inner and call else text
 
 
 class TaskletRunner(DpuRunner):
@@ -501,7 +501,8 @@ class TaskletRunner(DpuRunner):
 
     def blocked(self) -> list[str]:
         return [
-            f"{p.name} waiting on {p.blocked_on or 'something'}"
+            f"{p.name} waiting on {p.blocked_on or 'something'} "
+            f"{coroutine_location(p.coro, call=False)}"
             for p in self.tasklets
             if not p.done
         ]
