@@ -450,12 +450,25 @@ def _conformance(argv: list[str], user_dirs: list[str]) -> int:
     return 0 if all(r.passed for r in table.results) else EXIT_FAILED
 
 
+def _sweep(argv: list[str], user_dirs: list[str]) -> int:
+    from .campaign._cli import main_sweep
+
+    return main_sweep(argv, user_dirs)
+
+
+def _explore(argv: list[str], user_dirs: list[str]) -> int:
+    from .campaign._cli import main_explore
+
+    return main_explore(argv, user_dirs)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``aiopim`` command."""
     args = sys.argv[1:] if argv is None else list(argv)
     commands = {"symbols": _symbols, "replay": _replay, "record": _record, "didl": _didl}
     commands |= {"asm": _asm, "disasm": _disasm}
     commands["conformance"] = _conformance
+    commands |= {"sweep": _sweep, "explore": _explore}
     if args and args[0] in commands:
         return _run_guarded(f"aiopim {args[0]}", commands[args[0]], args[1:])
     parser = argparse.ArgumentParser(prog="aiopim", description="UPMEM PIM emulator")
@@ -468,6 +481,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("asm", help="assemble DPU assembly into a DPU ELF binary")
     sub.add_parser("disasm", help="disassemble the .text of a DPU ELF binary")
     sub.add_parser("conformance", help="run DPU binaries against expectations kept as data")
+    sub.add_parser("sweep", help="run a campaign file on cores or a Dask cluster; table, plot")
+    sub.add_parser("explore", help="explore a host program's schedules, fanned out; shrink")
     parser.parse_args(args)
     parser.print_help()
     return 0

@@ -9,12 +9,15 @@ Fixtures
                       ``anyio_backend`` fixture to run ``@pytest.mark.anyio`` tests in virtual time
   ``pim_trio_clock``  ``pim_emulator.trio_clock()``: request it in ``@pytest.mark.trio`` tests
                       and pytest-trio runs them in virtual time
+  ``pim_explore``     ``pim_explore(fn, schedules=N, ...)``: schedule exploration as a campaign
+                      (``aiopim.campaign.explore``), fanned out by ``--aiopim-jobs N`` or
+                      ``--aiopim-dask local:N|ADDRESS``; returns an ``ExploreReport``
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
@@ -22,6 +25,26 @@ import trio
 from .._emulator import BACKENDS, Emulator
 from .._machine._config import MachineConfig
 from ._harness import DEFAULT_MACHINE, Pim, new_emulator
+
+if TYPE_CHECKING:
+    from ..campaign import Explorer
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("aiopim")
+    group.addoption(
+        "--aiopim-jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run pim_explore's schedules on N local processes",
+    )
+    group.addoption(
+        "--aiopim-dask",
+        default=None,
+        metavar="ADDRESS",
+        help="run pim_explore's schedules on Dask: local:N (a LocalCluster) or tcp://host:port",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -73,3 +96,13 @@ def pim_anyio_backend(pim_emulator: Emulator, aiopim_backend: str) -> tuple[str,
 def pim_trio_clock(pim_emulator: Emulator) -> trio.abc.Clock:
     """A trio clock that pytest-trio uses to run the test in ``pim_emulator``'s virtual time."""
     return pim_emulator.trio_clock()
+
+
+@pytest.fixture
+def pim_explore(request: pytest.FixtureRequest) -> Explorer:
+    """Explores a host program's schedules as a campaign (``aiopim.campaign.explore``), on the
+    executor the ``--aiopim-jobs`` / ``--aiopim-dask`` options choose (default: this process)."""
+    from ..campaign import Explorer
+
+    options = request.config.option
+    return Explorer(jobs=options.aiopim_jobs, dask=options.aiopim_dask)
