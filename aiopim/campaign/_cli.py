@@ -34,7 +34,9 @@ def _executor_options(ap: argparse.ArgumentParser) -> None:
     )
     bar = ap.add_mutually_exclusive_group()
     bar.add_argument("--progress", action="store_true", default=None, help="progress on stderr")
-    bar.add_argument("--no-progress", dest="progress", action="store_false")
+    bar.add_argument(
+        "--no-progress", "--quiet", dest="progress", action="store_false", help="no progress"
+    )
     ap.add_argument("--debug", action="store_true", help="print tracebacks of errors")
 
 
@@ -162,7 +164,12 @@ def main_explore(argv: list[str], user_dirs: list[str]) -> int:
     ap.add_argument("--ranks", type=int, help="ranks of the machine (default 40)")
     ap.add_argument("--dpus-per-rank", type=int, help="DPUs per rank (default 64)")
     ap.add_argument("--chip", help="v1B (default) or v1A")
-    ap.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
+    ap.add_argument(
+        "--backend",
+        choices=["asyncio", "trio"],
+        default="asyncio",
+        help="event loop of the runs (default asyncio)",
+    )
     ap.add_argument("--schedules", type=int, default=1000, metavar="N", help="default 1000")
     ap.add_argument("--seed", type=int, default=0, help="campaign seed (default 0)")
     ap.add_argument("--time-limit", type=float, metavar="SECONDS", help="virtual time per run")
