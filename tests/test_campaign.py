@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import sys
+from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Any
 
@@ -223,6 +224,32 @@ def test_a_run_that_always_kills_its_worker_is_named_and_the_others_complete(
     assert results.text().splitlines()[-1] == (
         "  run 1 (run=1): the worker process died while running it, alone, after a retry"
     )
+
+
+class LosesRunTwo(Executor):
+    """An executor (a cluster, say) that loses the connection while it holds run 2."""
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        if args[0].index == 2:
+            future.set_exception(ConnectionResetError("the scheduler went away"))
+        else:
+            future.set_result(fn(*args, **kwargs))
+        return future
+
+
+def test_a_run_the_executor_loses_is_named_and_the_rest_is_kept(tmp_path: Path) -> None:
+    campaign = Campaign("sq", f"{HERE}:fails_never", grid(x=list(range(4))), path=[TESTS])
+    with pytest.raises(CampaignError) as caught:
+        campaign.run(tmp_path, executor=LosesRunTwo())
+    assert str(caught.value) == (
+        "the executor could not run 1 run(s), first run 2 (x=2): ConnectionResetError: the "
+        "scheduler went away; the finished results are kept: run the campaign again to resume"
+    )
+    assert sorted(r["run"] for r in _lines(tmp_path)) == [0, 1, 3]
+    results = campaign.run(tmp_path)  # resumes: runs 2 only
+    assert [r["result"] for r in results] == [0, 1, 4, 9]
+    assert [r["run"] for r in _lines(tmp_path)] == [0, 1, 3, 2]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -4,7 +4,11 @@ the exploration report and the replay command it prints."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -221,3 +225,23 @@ def test_stored_records_are_json_lines_with_the_run_key(tmp_path: Path) -> None:
         "name": "squares",
         "program": "test_campaign:square",
     }
+
+
+@pytest.mark.long  # a pytest in a subprocess: about 7 s of CPU
+def test_the_docs_pytest_module_runs_with_the_fan_out_option(tmp_path: Path) -> None:
+    text = (ROOT / "docs" / "campaigns.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- pytest -->\n```python\n(.*?)^```", text, re.S | re.M)
+    assert block is not None
+    (tmp_path / "test_doc.py").write_text(block.group(1), encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "examples")]))
+    env.pop("PYTEST_ADDOPTS", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--aiopim-jobs", "2"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout, done.stdout

@@ -59,12 +59,10 @@ def _died(spec: RunSpec, exc: BaseException | None) -> str:
     return json.dumps(record, sort_keys=True)
 
 
-def _lost(spec: RunSpec, exc: BaseException) -> str:
-    """The record of a run the executor could not run (Dask's ``KilledWorker``, ...)."""
-    name = type(exc).__name__
-    why = "the Dask workers running it died" if name == "KilledWorker" else "the executor failed"
+def _killed_workers(spec: RunSpec, exc: BaseException) -> str:
+    """The record of a run whose Dask workers died, each time it ran (``KilledWorker``)."""
     record = json.loads(_died(spec, None))
-    record["error"] = f"{why} ({name}: {exc})"
+    record["error"] = f"the Dask workers running it died ({type(exc).__name__}: {exc})"
     return json.dumps(record, sort_keys=True)
 
 
@@ -90,6 +88,8 @@ class _Fanout:
         self.inflight: dict[Future[str], int] = {}
         self.suspects: deque[int] = deque()
         self.alone: int | None = None  # a suspect running by itself
+        #: runs the executor failed to run (a lost scheduler, ...): run id -> its error
+        self.lost: dict[int, BaseException] = {}
 
     def _wanted(self, run: int) -> bool:
         late = self.first_failure is not None and run > self.first_failure
@@ -139,13 +139,14 @@ class _Fanout:
         run = self.inflight.pop(future)
         try:
             line = future.result()
-        except CancelledError:
-            return
         except BrokenExecutor:
             broken.append(run)
             return
-        except Exception as exc:  # the executor could not run it: KilledWorker, pickling, ...
-            line = _lost(self.specs[run], exc)
+        except (Exception, CancelledError) as exc:  # our cancels never get here
+            if type(exc).__name__ != "KilledWorker":
+                self.lost[run] = exc  # the executor's failure, not the run's: not stored
+                return
+            line = _killed_workers(self.specs[run], exc)
         if run == self.alone:
             self.alone = None
         self._record(line)
@@ -179,13 +180,21 @@ def fan_out(
 ) -> int | None:
     """Run ``todo`` (run ids) on ``pool``; ``on_record(line, record)`` for each finished run.
     With ``stop_at_failure``, no run after the first failed one is started, and every run
-    before it completes. Returns the first failed run id seen."""
+    before it completes. Returns the first failed run id seen. A run the executor itself
+    failed to run is not stored: :class:`CampaignError` names it at the end."""
     dask = type(pool.executor).__name__ == "DaskExecutor"
     per_worker = RUNS_PER_DASK_WORKER if dask else RUNS_PER_WORKER
     serial = isinstance(pool.executor, SerialExecutor)  # runs at submit: no need to queue
     window = 1 if serial else max(1, workers_of(pool.executor) * per_worker)
     fanout = _Fanout(specs, pool, on_record, window=window, stop_at_failure=stop_at_failure)
     fanout.run(todo)
+    if fanout.lost:
+        run, exc = min(fanout.lost.items())
+        raise CampaignError(
+            f"the executor could not run {len(fanout.lost)} run(s), first {specs[run].label}: "
+            f"{type(exc).__name__}: {exc}; the finished results are kept: run the campaign "
+            "again to resume"
+        )
     return fanout.first_failure
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from ._run import TABLE_KEYS
-from ._store import RESULTS_FILE, read_records
+from ._store import CAMPAIGN_FILE, RESULTS_FILE, read_records
 
 #: table columns of aiopim's figures: (record key, heading)
 FIGURE_COLUMNS = (
@@ -44,7 +45,12 @@ class Results:
     def load(cls, directory: str | os.PathLike[str]) -> Results:
         """The results stored in a campaign directory (the last line of a run wins)."""
         records = {r["run"]: r for r in read_records(Path(directory) / RESULTS_FILE)}
-        return cls(Path(directory).name, records)
+        try:
+            about = json.loads((Path(directory) / CAMPAIGN_FILE).read_text(encoding="utf-8"))
+            name = str(about["name"])
+        except (OSError, ValueError, KeyError, TypeError):
+            name = Path(directory).name
+        return cls(name, records)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -136,7 +142,12 @@ def _varying_params(results: Results) -> list[str]:
     for r in results:
         names.update(dict.fromkeys(r["params"]))
     first = _first_params(results)
-    return [n for n in names if any(r["params"].get(n, first) != first.get(n) for r in results)]
+    missing = object()  # a run without the parameter differs from one with it
+    return [
+        n
+        for n in names
+        if any(r["params"].get(n, missing) != first.get(n, missing) for r in results)
+    ]
 
 
 def _cell(value: Any) -> str:
