@@ -143,6 +143,24 @@ class MramBank:
         MramBank.epoch += 1
         self._table = None
 
+    def zero(self, offset: int, length: int) -> None:
+        """Store ``length`` zeros at ``offset``: whole pages are dropped (they read as zeros
+        and cost nothing), the edges of written pages are zeroed in place."""
+        tab = self._table
+        if tab is None or length <= 0:
+            return
+        MramBank.epoch += 1
+        end = min(offset + length, len(tab) << MRAM_PAGE_SHIFT)
+        pos = offset
+        while pos < end:
+            page, off = pos >> MRAM_PAGE_SHIFT, pos & _PAGE_MASK
+            n = min(MRAM_PAGE - off, end - pos)
+            if n == MRAM_PAGE:
+                tab[page] = None
+            elif tab[page] is not None:
+                self._own(tab, page)[off : off + n] = 0
+            pos += n
+
     # -- reading ---------------------------------------
     def read_into(self, offset: int, out: Bytes) -> None:
         """Fill ``out`` with the bytes from ``offset`` (unwritten pages read as zero)."""

@@ -107,7 +107,13 @@ class DpuProgram(ABC):
 
     @abstractmethod
     def images(self) -> list[MemoryImage]:
-        """Memory images written into every DPU at load."""
+        """Memory images written into every DPU at load (the rest of MRAM, ``.mram.noinit``
+        included, keeps its bytes)."""
+
+    def zeroed_mram(self) -> list[tuple[int, int]]:
+        """MRAM ``(offset, length)`` ranges the load fills with zeros besides the images:
+        ``__mram`` variables with no initial value that no image holds."""
+        return []
 
     def log_buffer(self) -> LogBuffer | None:
         """Where the program's ``printf`` writes its log (None if it does not use printf)."""

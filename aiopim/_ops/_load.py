@@ -103,10 +103,12 @@ async def load(dset: DpuSetBase, program: DpuProgram) -> DpuProgram:
 
 
 def write_program(d: Dpu, program: DpuProgram, images: list[MemoryImage]) -> None:
-    """Reset the DPU's memories and write the program's images (and CLOCKS_PER_SEC)."""
+    """Zero WRAM, write the program's images (and CLOCKS_PER_SEC): MRAM outside the images
+    and the program's zero-initialised variables keeps its bytes, as with the SDK's loader."""
     d.clear_wram()
-    d.mram.clear()
     d.persistent.clear()
+    for offset, length in program.zeroed_mram():
+        d.mram.zero(offset, length)
     for im in images:
         _write_image(d, im.address, im.data)
     _patch_clocks_per_sec(d, program)

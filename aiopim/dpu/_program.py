@@ -319,6 +319,14 @@ class Program(MailboxConfig, DpuProgram):
             )
         return images
 
+    def zeroed_mram(self) -> list[tuple[int, int]]:
+        layout = self._lay_out()
+        return [
+            (layout[v.name] & ~MRAM_BIT, v.size)
+            for v in self._vars.values()
+            if v.section == ".mram" and v.init is None
+        ]
+
     def atomic_bits(self) -> int:
         """Atomic bits the program's mutexes and locks take."""
         return self._atomic_bits + (1 if self.stdio else 0)  # printf's lock
