@@ -10,7 +10,7 @@ from helpers import V1B_CYCLE_PS, emu
 
 import aiopim
 
-WORK = 100_000  # instructions: 100,000 × 11 cycles of 2.5 ns = 2.75 ms alone on a DPU
+WORK = 100_000  # 100,000 instructions of 11 cycles at 2.5 ns = 2.75 ms alone on a DPU
 HOST_AT = 1e-3  # the host's parallel transfer starts 1 ms into the run
 
 
