@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import inspect
 import math
@@ -17,6 +18,7 @@ from types import ModuleType
 from . import DeadlockError, DpuError, TimeLimitError, __version__
 from ._progress import Progress, virtual_time
 from .elf import main_symbols
+from .timing import format_ps
 
 # ================================================================================================
 # errors: one clear line on stderr and an exit status; tracebacks only with --debug or for bugs
@@ -81,9 +83,32 @@ def _describe(exc: BaseException) -> tuple[str, int] | None:
     if isinstance(exc, DpuError):
         return f"the run failed with {exc}", EXIT_FAILED
     if isinstance(exc, OSError):  # input files, and output files that cannot be written
-        where = f"{exc.filename}: " if exc.filename and str(exc.filename) not in str(exc) else ""
-        return f"{where}{exc.strerror or exc}", EXIT_INPUT
+        return file_error(exc), EXIT_INPUT
     return None
+
+
+def file_error(exc: OSError) -> str:
+    """``path: reason`` of a file that cannot be read or written (every file error names it)."""
+    if exc.filename is None:  # e.g. InputFileError, whose text starts with the path
+        return exc.strerror or str(exc)
+    names = os.fsdecode(exc.filename)
+    if exc.filename2 is not None:
+        names += f" -> {os.fsdecode(exc.filename2)}"
+    return f"{names}: {exc.strerror or exc}"
+
+
+def _check_output(path: str | None) -> None:
+    """Fail before a long run, naming ``path``, if it cannot be an output file (a directory,
+    a missing or read-only directory); other write errors name it when they happen."""
+    if path is None:
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    if not os.path.isdir(parent):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    if not os.access(parent, os.W_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
 
 
 def _report(prog: str, exc: BaseException, debug: bool, user_dirs: tuple[str, ...]) -> int:
@@ -161,6 +186,7 @@ def _run_guarded(prog: str, fn: Callable[[list[str], list[str]], int], argv: lis
 # ================================================================================================
 def _replay(argv: list[str], user_dirs: list[str]) -> int:
     from .scenario import load_scenario, replay
+    from .scenario._limits import LIMIT_NAMES
     from .trace import save_gantt, write_chrome_trace
 
     ap = argparse.ArgumentParser(
@@ -186,12 +212,15 @@ def _replay(argv: list[str], user_dirs: list[str]) -> int:
     )
     ap.add_argument("--debug", action="store_true", help="print tracebacks of errors")
     _progress_options(ap)
+    _limit_options(ap)
     opts = ap.parse_args(argv)
     for module in opts.modules:
         mod = _import(module, "module")
         if (d := _module_dir(mod)) is not None:
             user_dirs.append(d)
-    sc = load_scenario(opts.scenario)
+    sc = load_scenario(opts.scenario, **{name: getattr(opts, name) for name in LIMIT_NAMES})
+    _check_output(opts.trace)
+    _check_output(opts.gantt)
     with Progress(
         f"replay {os.path.basename(opts.scenario)}",
         total=sc.total_steps(),
@@ -213,7 +242,9 @@ def _replay(argv: list[str], user_dirs: list[str]) -> int:
         )
     if opts.gantt:
         save_gantt(tl, opts.gantt, lanes=opts.lanes, title=sc.name)
-    print(f"{sc.name}: replayed on {opts.backend}, virtual time {result.end_ps} ps")
+    print(f"{sc.name}: replayed on {opts.backend}, virtual time {format_ps(result.end_ps)}")
+    for line in result.expected_errors():
+        print(line)
     if opts.summary:
         sys.stdout.write(result.summary().text())
     return 0
@@ -257,6 +288,8 @@ def _record(argv: list[str], user_dirs: list[str]) -> int:
         machine = MachineConfig(opts.ranks, opts.dpus_per_rank, opts.chip)
     except ValueError as exc:
         raise CommandError(str(exc), EXIT_INPUT) from None
+    _check_output(opts.output)
+    _check_output(opts.trace)
     mod = _import(module, "the program's module")
     if (d := _module_dir(mod)) is not None:
         user_dirs.append(d)
@@ -282,7 +315,7 @@ def _record(argv: list[str], user_dirs: list[str]) -> int:
     if opts.trace:
         with open(opts.trace, "w", encoding="utf-8", newline="\n") as f:
             f.write(rec.chrome_trace())
-    print(f"{name}: recorded to {opts.output}, virtual time {rec.emulator.now_ps} ps")
+    print(f"{name}: recorded to {opts.output}, virtual time {format_ps(rec.emulator.now_ps)}")
     return 0
 
 
@@ -318,6 +351,42 @@ def _progress_options(ap: argparse.ArgumentParser) -> None:
         action="store_false",
         help="show no progress display",
     )
+
+
+def _limit_options(ap: argparse.ArgumentParser) -> None:
+    """``--max-work N`` and the other limits of :class:`aiopim.scenario.Limits`."""
+    from .scenario import Limits
+    from .scenario._limits import LIMIT_NAMES
+
+    def count(text: str) -> int:
+        try:
+            value = int(text.replace("_", ""))
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"give a positive integer, not {text!r}")
+        return value
+
+    defaults = Limits()
+    what = {
+        "max_file_bytes": "bytes of the scenario file",
+        "max_steps": "steps the replay runs, repeats unrolled",
+        "max_work": "emulated operations the replay may do (the work estimate)",
+        "max_host_bytes": "bytes of host buffers one step allocates",
+        "max_dpu_bytes": "bytes of emulated DPU memory the replay may fill",
+    }
+    group = ap.add_argument_group(
+        "limits", "raise a limit a larger scenario needs (a refusal names the flag and value)"
+    )
+    for name in LIMIT_NAMES:
+        group.add_argument(
+            Limits.flag(name),
+            dest=name,
+            type=count,
+            default=getattr(defaults, name),
+            metavar="N",
+            help=f"{what[name]} (default: %(default)s)",
+        )
 
 
 def _time_limit_option(ap: argparse.ArgumentParser) -> None:
@@ -365,7 +434,10 @@ def _didl(argv: list[str], user_dirs: list[str]) -> int:
     except DidlError as exc:
         print(f"aiopim didl: {exc}", file=sys.stderr)
         return 1
-    except (OSError, DpuFoundryError) as exc:
+    except OSError as exc:
+        print(f"aiopim didl: {file_error(exc)}", file=sys.stderr)
+        return 2
+    except DpuFoundryError as exc:
         print(f"aiopim didl: {exc}", file=sys.stderr)
         return 2
     for out in outs:

@@ -14,6 +14,25 @@ from dataclasses import dataclass
 PS_PER_S = 1_000_000_000_000
 PS_PER_US = 1_000_000
 
+#: units of :func:`format_ps`, smallest first
+_TIME_UNITS = (("ns", 1_000), ("us", PS_PER_US), ("ms", 1_000_000_000), ("s", PS_PER_S))
+
+
+def format_ps(ps: int, decimals: int = 3) -> str:
+    """A virtual time for people, in the unit its magnitude calls for: ``740 ps``,
+    ``192.405 us``, ``10.201 s`` (``0 s`` for zero). Every time aiopim prints for a reader goes
+    through here; traces keep exact picoseconds."""
+    if ps == 0:
+        return "0 s"
+    if abs(ps) < 1_000:
+        return f"{ps} ps"
+    for unit, scale in _TIME_UNITS:
+        text = f"{ps / scale:.{decimals}f}"
+        if unit == "s" or abs(float(text)) < 1_000:  # 999.9996 us reads 1.000 ms
+            return f"{text} {unit}"
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 # --- DPU pipeline (sdk-reference.md §10.1) -------------------------------------------
 #: A tasklet issues at most one instruction every 11 cycles (revolver scheduler). [V] uPIMulator
 REVOLVER_CYCLES = 11

@@ -296,3 +296,79 @@ def test_dpu_load_of_paths_that_are_not_files(tmp_path: Path, backend: str) -> N
     for (code, detail), (path, message) in zip(got, paths, strict=True):
         want = "NO_SUCH_FILE" if "No such file" in message else "INVALID_FILE"
         assert code == f"DPU_ERR_ELF_{want}" and detail.startswith(f"{path}: {message}")
+
+
+# ================================================================================================
+# every file error names the file (issue 35, item 5)
+# ================================================================================================
+def missing_dir(tmp_path: Path) -> Path:
+    """A directory that does not exist."""
+    return tmp_path / "no" / "such" / "dir"
+
+
+def test_replay_output_paths_in_a_missing_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = str(ROOT / "scenarios" / "async_vs_parallel_sync.toml")
+    for option, name in (("--gantt", "x.png"), ("--trace", "x.json")):
+        out = missing_dir(tmp_path) / name
+        rc, stdout, err = run(capsys, "replay", scenario, "--no-progress", option, str(out))
+        assert rc == EXIT_INPUT
+        assert err == f"aiopim replay: {out}: No such file or directory\n"
+        assert stdout == ""  # refused before the replay, not after it
+    rc, _, err = run(capsys, "replay", str(missing_dir(tmp_path) / "s.toml"), "--no-progress")
+    assert rc == EXIT_INPUT
+    assert err == f"aiopim replay: {missing_dir(tmp_path) / 's.toml'}: No such file or directory\n"
+
+
+def test_record_output_paths_in_a_missing_directory(
+    user_modules: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = missing_dir(user_modules) / "o.toml"
+    rc, _, err = run(capsys, "record", "hio_prog:ok", str(out), "--ranks", "1")
+    assert (rc, err) == (EXIT_INPUT, f"aiopim record: {out}: No such file or directory\n")
+    trace = missing_dir(user_modules) / "o.json"
+    ok = user_modules / "o.toml"
+    rc, _, err = run(
+        capsys, "record", "hio_prog:ok", str(ok), "--ranks", "1", "--trace", str(trace)
+    )
+    assert (rc, err) == (EXIT_INPUT, f"aiopim record: {trace}: No such file or directory\n")
+    assert not ok.exists()  # refused before the program ran
+
+
+def test_asm_disasm_didl_paths_in_a_missing_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gone = missing_dir(tmp_path)
+    hello = str(ROOT / "examples" / "isa" / "hello.S")
+    didl = str(ROOT / "examples" / "charcount.didl")
+    cases = [
+        (["asm", hello, "-o", str(gone / "h.dpu")], "aiopim asm", gone / "h.dpu"),
+        (["asm", str(gone / "h.S"), "-o", str(tmp_path / "h.dpu")], "aiopim asm", gone / "h.S"),
+        (["disasm", str(gone / "h.dpu")], "aiopim disasm", gone / "h.dpu"),
+        (["disasm", "--source", str(gone / "h.dpu")], "aiopim disasm", gone / "h.dpu"),
+        (["didl", str(gone / "c.didl")], "aiopim didl", gone / "c.didl"),
+        (["didl", didl, "-o", str(tmp_path)], "aiopim didl", tmp_path),  # -o makes missing dirs
+    ]
+    for argv, prog, path in cases:
+        rc, _, err = run(capsys, *argv)
+        reason = "Is a directory" if path == tmp_path else "No such file or directory"
+        assert (rc, err) == (EXIT_INPUT, f"{prog}: {path}: {reason}\n"), argv
+    rc, _, err = run(capsys, "symbols", str(gone / "h.dpu"))
+    assert (rc, err) == (
+        2,
+        f"DPU_ERR_ELF_NO_SUCH_FILE: {gone / 'h.dpu'}: No such file or directory\n",
+    )
+
+
+def test_python_api_file_errors_name_the_file(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="matplotlib (extra 'plot') is not installed")
+    from aiopim.scenario import load_scenario, replay
+    from aiopim.trace import save_gantt, write_chrome_trace
+
+    tl = replay(load_scenario(ROOT / "scenarios" / "async_vs_parallel_sync.toml")).timeline
+    for write, name in ((save_gantt, "x.png"), (write_chrome_trace, "x.json")):
+        out = missing_dir(tmp_path) / name
+        with pytest.raises(FileNotFoundError) as info:
+            write(tl, out)
+        assert info.value.filename == str(out)

@@ -297,7 +297,10 @@ def test_expectations_are_checked() -> None:
     with pytest.raises(ScenarioError) as info:
         replay(parse_scenario(text, "e.toml"))
     assert (info.value.line, info.value.key) == (23, "expect.time")
-    assert f"final virtual time is {ok.end_ps} ps, expected {ok.end_ps + 1} ps" in str(info.value)
+    assert info.value.message == (
+        f"final virtual time is {timing.format_ps(ok.end_ps)} ({ok.end_ps} ps), expected "
+        f"{timing.format_ps(ok.end_ps + 1)} ({ok.end_ps + 1} ps)"
+    )
     assert replay(parse_scenario(text), check=False).end_ps == ok.end_ps
 
 

@@ -101,10 +101,10 @@ def test_the_template_is_valid() -> None:
             "tasks[0].steps[2].fill",
             "N < 2**32",
         ),
-        (
+        (  # each iteration is a step: the steps limit bounds `times` (--max-steps raises it)
             '{ op = "repeat", times = 4000000, steps = [{ op = "launch" }] }',
-            "tasks[0].steps[2].times",
-            f"more than the limit of {L.MAX_REPEAT}",
+            "tasks[0].steps[2]",
+            f"run 8000003 steps (repeats unrolled), more than the limit of {L.MAX_STEPS}",
         ),
         (
             '{ op = "fifo_link", fifo = "f", direction = "input", max_retries = 1000000000000 }',
@@ -265,7 +265,7 @@ def test_deadlock_is_a_scenario_error_naming_the_blocked_steps(backend: str) -> 
         replay(parse_scenario(text, "d.toml"), backend=backend)
     err = info.value
     assert (err.line, err.key) == (6, "tasks[0].steps[0]")
-    assert "the replay deadlocked at 1000000 ps" in err.message
+    assert "the replay deadlocked at 1.000 us" in err.message
     assert "task 'a' is in tasks[0].steps[0] (wait for event 'x')" in err.message
     assert "task 'b' is in tasks[1].steps[1] (wait for event 'y')" in err.message
     assert isinstance(err.__cause__, aiopim.DeadlockError)

@@ -352,7 +352,8 @@ def test_gantt_png(tmp_path: Path) -> None:
         "sync job",
         "parallel transfer",
         "DPUs running",
-        "host waits",
+        "host waits: load",
+        "host waits: sync",
     ]
     assert fig.axes[1].get_legend() is None
     plt.close("all")

@@ -11,7 +11,9 @@ blocked from ``start`` on the machine), ``callback`` (a callback's host function
 changed). Extensions use :meth:`Recorder.add` or :meth:`Recorder.counter`;
 ``aiopim.trace.register_event_kind`` tells the exporters how to draw them. The WRAM FIFOs
 (``_fifo.py``) add ``fifo_push``, ``fifo_retry``, ``fifo_full``, ``fifo_flush`` and
-``fifo_ptrs`` (the pointer pairs the host read or wrote; ``aiopim.scenario.record`` uses them).
+``fifo_ptrs`` (the pointer pairs the host read or wrote; ``aiopim.scenario.record`` uses them);
+the Python-kernel runtime adds ``dpu_stall`` / ``dpu_stall_end`` (a tasklet waited on a full
+output FIFO; Gantt plots draw it).
 """
 
 from __future__ import annotations

@@ -193,9 +193,17 @@ class FifoOps(TaskletBase):
         Each check costs ``instructions``; between checks the tasklet keeps its pipeline slot.
         ``watched`` are variables, FIFOs, addresses (8 bytes) or ``(address, size)`` ranges that
         the host (or a FIFO operation) writes; writes by plain tasklet stores are not watched, so
-        use the synchronisation primitives for tasklet-to-tasklet signals.
+        use the synchronisation primitives for tasklet-to-tasklet signals. Waiting while a
+        watched output FIFO is full is recorded as a stall of the DPU (drawn in Gantt plots).
         """
-        await self._poll(condition, self._ranges(watched), instructions, label)
+        outputs = [w for w in watched if isinstance(w, FifoDecl) and w.output]
+
+        def full() -> FifoDecl | None:
+            return next((f for f in outputs if self._full(f)), None)
+
+        await self._poll(
+            condition, self._ranges(watched), instructions, label, full if outputs else None
+        )
 
     async def _poll(
         self,
@@ -203,6 +211,7 @@ class FifoOps(TaskletBase):
         ranges: list[tuple[int, int]],
         instructions: int,
         label: str,
+        stall: Callable[[], FifoDecl | None] | None = None,
     ) -> None:
         while True:
             self._pending += instructions
@@ -212,7 +221,27 @@ class FifoOps(TaskletBase):
             if condition():
                 return
             self._pending = 0  # this re-check is part of the spinning, which is accounted for
+            await self._spin(ranges, label, stall)
+
+    async def _spin(
+        self,
+        ranges: list[tuple[int, int]],
+        label: str,
+        stall: Callable[[], FifoDecl | None] | None,
+    ) -> None:
+        """Park until ``ranges`` are written. When recording, a wait that starts while
+        ``stall()`` names a full output FIFO is recorded as a stall on it: ``dpu_stall`` now,
+        ``dpu_stall_end`` when the tasklet resumes (none if the DPU stops first)."""
+        rec = None if stall is None else self.dpu.rank.machine.recorder
+        full = None if rec is None or stall is None else stall()
+        if rec is None or full is None:
             await SpinCommand(self.runner, ranges, label)
+            return
+        dpu = self.dpu
+        where = {"rank": dpu.rank.index, "dpu": dpu.index, "tasklet": self._id}
+        rec.add("dpu_stall", **where, fifo=full.name)
+        await SpinCommand(self.runner, ranges, label)
+        rec.add("dpu_stall_end", **where)
 
     def _loop_state(self, fin: FifoDecl, fout: FifoDecl, active: Var) -> int:
         """0: process the head, 1: wait, 2: return (the helpers' loop test)."""
@@ -251,6 +280,9 @@ class FifoOps(TaskletBase):
             state = self._loop_state(fin, fout, active)
             return state != 1
 
+        def stalled() -> FifoDecl | None:  # an input to process, no room for its output
+            return fout if not self._empty(fin) and self._full(fout) else None
+
         key = (fin.name, fout.name, active.name)
         known = self._polls.get(key)
         if known is None:
@@ -261,8 +293,8 @@ class FifoOps(TaskletBase):
         if settled():
             return state
         self._pending = 0
-        await SpinCommand(self.runner, known[0], known[1])
-        await self._poll(settled, known[0], timing.FIFO_POLL_LOOP_INSTRUCTIONS, known[1])
+        await self._spin(known[0], known[1], stalled)
+        await self._poll(settled, known[0], timing.FIFO_POLL_LOOP_INSTRUCTIONS, known[1], stalled)
         return state
 
     # -- the loop helpers --------------------------------------------------------------------------

@@ -132,13 +132,13 @@ def main_disasm(argv: Sequence[str] | None = None) -> int:
         else:
             print(format_listing(args.file), end="")
     except ValueError as err:
-        print(f"{args.file}: {err}", file=sys.stderr)
+        print(f"aiopim disasm: {args.file}: {err}", file=sys.stderr)
         return 1
     except DpuError as err:
         print(f"{err.code.name}: {err.detail}", file=sys.stderr)
         return 2
     except OSError as err:
-        print(f"{args.file}: {err.strerror}", file=sys.stderr)
+        print(f"aiopim disasm: {args.file}: {err.strerror or err}", file=sys.stderr)
         return 2
     return 0
 
@@ -157,7 +157,8 @@ def main_asm(argv: Sequence[str] | None = None) -> int:
     try:
         text = Path(args.file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        print(f"{args.file}: {err}", file=sys.stderr)
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else err
+        print(f"aiopim asm: {args.file}: {reason}", file=sys.stderr)
         return 2
     try:
         elf = assemble(text, args.chip, source=args.file)

@@ -7,7 +7,7 @@ plug in with :func:`register_action` and :func:`register_kernel`.
 """
 
 from . import _actions, _fifo, _kernels  # noqa: F401  (register the built-ins)
-from ._limits import ActionCost, KernelCost
+from ._limits import ActionCost, KernelCost, Limits
 from ._record import Recording, record
 from ._replay import Progress, Replay, ReplayContext, check_expectations, replay
 from ._spec import (
@@ -39,6 +39,7 @@ __all__ = [
     "Expectations",
     "KernelCost",
     "KernelKind",
+    "Limits",
     "Param",
     "Progress",
     "ProgramSpec",

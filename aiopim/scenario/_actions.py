@@ -13,7 +13,7 @@ import numpy as np
 from .. import _ops
 from .._ops import CallbackMode, XferMode
 from ..host import DpuSet
-from ._limits import MAX_REPEAT, MAX_XFER_BYTES
+from ._limits import MAX_XFER_BYTES
 from ._replay import ReplayContext
 from ._spec import ActionKind, Param, Step, register_action
 
@@ -300,7 +300,11 @@ for _kind in (
     ActionKind("wait", {"event": Param("str", True)}, _wait, "wait for a named event"),
     ActionKind(
         "repeat",
-        {"times": Param("count", True, maximum=MAX_REPEAT), "steps": Param("any", True)},
+        {
+            # bounded by the steps limit (each iteration counts), which names the flag raising it
+            "times": Param("count", True),
+            "steps": Param("any", True),
+        },
         _repeat,
         "run `steps` `times` times",
     ),

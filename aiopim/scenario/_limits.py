@@ -12,7 +12,7 @@ import re
 import reprlib
 import tomllib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from .. import timing
@@ -27,9 +27,8 @@ MAX_FILE_BYTES = 4 << 20
 MAX_NESTING = 32
 #: ranks of the emulated machine (a full UPMEM server: 40 ranks of 64 DPUs)
 MAX_RANKS = 40
-#: ``times`` of one ``repeat`` step
-MAX_REPEAT = 1_000_000
-#: steps a replay executes, each iteration of a repeat counted as one more step
+#: steps a replay executes, each iteration of a repeat counted as one more step (a ``repeat``'s
+#: ``times`` included)
 MAX_STEPS = 1_000_000
 #: estimated emulated operations of a whole replay (see :func:`estimate_work`)
 MAX_WORK = 5_000_000
@@ -49,6 +48,51 @@ MAX_TIME_PS = 10**18
 MAX_IOTA_MOD = (1 << 32) - 1
 #: most elements a WRAM FIFO holds (``ptr_size`` <= 10)
 MAX_FIFO_ELEMENTS = 1 << 10
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits a larger scenario may need raised; the others follow the hardware (ranks,
+    MRAM size, FIFO geometry) or the file format (nesting).
+
+    Each field is a keyword of :func:`~aiopim.scenario.load_scenario` and
+    :func:`~aiopim.scenario.parse_scenario` and a flag of ``aiopim replay`` (``max_work`` is
+    ``--max-work``). A refusal names both, with the value the scenario needs.
+    """
+
+    #: bytes of the scenario file
+    max_file_bytes: int = MAX_FILE_BYTES
+    #: steps executed, repeats unrolled (this also bounds a ``repeat``'s ``times``)
+    max_steps: int = MAX_STEPS
+    #: estimated emulated operations (:func:`estimate_work`)
+    max_work: int = MAX_WORK
+    #: host buffer bytes of one step
+    max_host_bytes: int = MAX_HOST_BYTES
+    #: emulated DPU memory the replay can fill, in bytes
+    max_dpu_bytes: int = MAX_DPU_BYTES
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            name, value = f.name, getattr(self, f.name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, not {value!r}")
+
+    @staticmethod
+    def flag(name: str) -> str:
+        """The ``aiopim replay`` flag of limit ``name`` (``--max-work``)."""
+        return "--" + name.replace("_", "-")
+
+    @staticmethod
+    def how_to_raise(name: str, needed: int) -> str:
+        """The sentence a refusal ends with: the flag and the keyword, with ``needed``."""
+        return (
+            f"Raise the limit to replay it: `aiopim replay {Limits.flag(name)} {needed}`, or "
+            f"load_scenario(..., {name}={needed}) in Python"
+        )
+
+
+#: the fields of :class:`Limits`, in order
+LIMIT_NAMES = tuple(f.name for f in fields(Limits))
 
 _short = reprlib.Repr()
 _short.maxlevel = 3

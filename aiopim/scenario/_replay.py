@@ -19,6 +19,7 @@ from .._machine._recorder import host_task_label
 from .._ops._fifo import FifoLink
 from .._runtime._kernel import PRIO_LATE
 from ..host import DpuSet
+from ..timing import format_ps
 from ..trace import Summary, Timeline, chrome_trace, summarize
 from ..trace._timeline import dpu_name
 from ._spec import ACTIONS, KERNELS, DataCheck, Scenario, ScenarioError, Step, TaskSpec
@@ -57,6 +58,8 @@ class ReplayContext:
         self.done = 0
         #: the step each unfinished scenario task is running (by task name), for deadlocks
         self.current: dict[str, Step] = {}
+        #: errors that steps declaring ``error`` raised, in order
+        self.expected: list[RaisedError] = []
 
     def event(self, name: str) -> anyio.Event:
         """The scenario event ``name`` (created on first use)."""
@@ -114,8 +117,10 @@ class ReplayContext:
         try:
             await kind.run(self, step)
         except DpuError as exc:
+            raised = RaisedError(exc, step, self.emulator.now_ps)
             if step.error is None or exc.code.name != step.error:
-                raise StepFailed(step, exc) from exc
+                raise StepFailed(raised) from exc
+            self.expected.append(raised)
         else:
             if step.error is not None:
                 raise self.error(step, f"expected the step to fail with {step.error}")
@@ -124,13 +129,34 @@ class ReplayContext:
             self._progress(self.done, self._total, self.emulator.now_ps)
 
 
+@dataclass(frozen=True)
+class RaisedError:
+    """A DpuError a step raised, and when (virtual ps)."""
+
+    error: DpuError
+    step: Step
+    time_ps: int
+
+    def text(self, times: int = 1) -> str:
+        """``DPU_ERR_...: raised at 192.405 us by tasks[0].steps[5] (fifo_push, line 37)``
+        (``times``: how often the step raised it, this being the first), then the error's
+        message on an indented line."""
+        step = self.step
+        where = f"{step.key} ({step.op}, line {step.line})" if step.line else step.key
+        when = f"at {format_ps(self.time_ps)} by {where}"
+        if times > 1:
+            when = f"{times} times by {where}, first at {format_ps(self.time_ps)}"
+        return f"{self.error.code.name}: raised {when}\n  {self.error.detail}"
+
+
 class StepFailed(Exception):
     """A step raised a DpuError it did not expect."""
 
-    def __init__(self, step: Step, error: DpuError) -> None:
-        self.step = step
-        self.error = error
-        super().__init__(str(error))
+    def __init__(self, raised: RaisedError) -> None:
+        self.raised = raised
+        self.step = raised.step
+        self.error = raised.error
+        super().__init__(str(raised.error))
 
 
 def build_programs(scenario: Scenario) -> dict[str, DpuProgram]:
@@ -157,6 +183,10 @@ class Replay:
     streams: dict[str, dict[tuple[int, int], list[np.ndarray]]] = field(default_factory=dict)
     #: the DpuError that ended the replay (when ``[expect] error`` allowed it)
     error: DpuError | None = None
+    #: the error that ended the replay, with its step and time (when ``[expect] error`` allowed it)
+    raised: RaisedError | None = None
+    #: errors raised by steps that declare ``error``, in order
+    expected_step_errors: list[RaisedError] = field(default_factory=list)
     _timeline: Timeline | None = field(default=None, repr=False)
 
     @property
@@ -180,6 +210,22 @@ class Replay:
     def summary(self) -> Summary:
         """Figures of the timeline."""
         return summarize(self.timeline)
+
+    def expected_errors(self) -> list[str]:
+        """One line (and the error's message) per error the scenario declares: the replay's
+        (``[expect] error``), then each step's (``error = ...``) with how often it was raised."""
+        out = []
+        declared = self.scenario.expect.error
+        if declared is not None:
+            if self.raised is not None:
+                out.append(f"expected {self.raised.text()}")
+            else:  # only without the check, which refuses a replay that missed it
+                out.append(f"expected {declared}: not raised")
+        seen: dict[int, list[RaisedError]] = {}
+        for r in self.expected_step_errors:
+            seen.setdefault(id(r.step), []).append(r)
+        out.extend(f"expected {raised[0].text(len(raised))}" for raised in seen.values())
+        return out
 
 
 def replay(
@@ -232,12 +278,14 @@ def replay(
     if broken:
         raise broken[0]
     result = Replay(scenario, emu, ctx.buffers, ctx.streams)
+    result.expected_step_errors = ctx.expected
     expect = scenario.expect
     if failure:
         f = failure[0]
         if expect.error is None or f.error.code.name != expect.error:
             raise ctx.error(f.step, f"failed: {f.error}") from f.error
         result.error = f.error
+        result.raised = f.raised
     if check:
         check_expectations(result)
     return result
@@ -268,7 +316,7 @@ def _deadlock(ctx: ReplayContext, exc: DeadlockError) -> ScenarioError:
     )
     blocked = "\n  ".join(exc.blocked) or "(no emulated actor is waiting)"
     message = (
-        f"the replay deadlocked at {exc.now_ps} ps: every host task is blocked and nothing "
+        f"the replay deadlocked at {format_ps(exc.now_ps)}: every host task is blocked and nothing "
         f"can wake them ({where or 'no step running'}). Blocked:\n  {blocked}"
     )
     first = waiting[0][1] if waiting else None
@@ -316,7 +364,8 @@ def check_expectations(result: Replay) -> None:
         )
     if ex.time_ps is not None and result.end_ps != ex.time_ps:
         raise ScenarioError(
-            f"final virtual time is {result.end_ps} ps, expected {ex.time_ps} ps",
+            f"final virtual time is {format_ps(result.end_ps)} ({result.end_ps} ps), expected "
+            f"{format_ps(ex.time_ps)} ({ex.time_ps} ps)",
             source=sc.source,
             line=ex.time_line,
             key="expect.time",

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import timing
 from .._errors import DpuError, DpuErrorCode
-from .._files import InputFileError, read_input_file
+from .._files import InputFileError, format_size, read_input_file
 from .._machine._config import MachineConfig
 from . import _limits as L
 from ._limits import ActionCostFn, KernelCost, KernelCostFn, show
@@ -334,11 +334,15 @@ def _keyname(path: Path) -> str:
 
 
 class _Loader:
-    def __init__(self, text: str, source: str) -> None:
+    def __init__(self, text: str, source: str, limits: L.Limits) -> None:
         self.source = source
-        if len(text) > L.MAX_FILE_BYTES:
+        self.limits = limits
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > limits.max_file_bytes:
             raise ScenarioError(
-                f"longer than {L.MAX_FILE_BYTES >> 20} MiB, the limit for a scenario", source=source
+                f"larger than {format_size(limits.max_file_bytes)}, the limit for a scenario "
+                f"file ({size} bytes). {L.Limits.how_to_raise('max_file_bytes', size)}",
+                source=source,
             )
         try:
             self.doc, self.lines = L.load_toml(text)
@@ -606,7 +610,9 @@ class _Loader:
 
     # -- limits ---------------------------------------
     def check_limits(self, sc: Scenario) -> None:
-        """The steps, work and memory a replay needs stay within the limits of ``_limits``."""
+        """The steps, work and memory a replay needs stay within ``self.limits``; a refusal
+        names the flag and keyword that raise the limit."""
+        lim = self.limits
         top = [(i, j, s) for i, t in enumerate(sc.tasks) for j, s in enumerate(t.steps)]
 
         def heaviest(measure: Callable[[Step], int]) -> tuple[Path, str]:
@@ -614,36 +620,38 @@ class _Loader:
             return ("tasks", i, "steps", j), f"{measure(s)} of them in this step ({s.op})"
 
         steps = sum(L.steps_of(s) for _, _, s in top)
-        if steps > L.MAX_STEPS:
+        if steps > lim.max_steps:
             path, where = heaviest(L.steps_of)
             raise self.error(
                 path,
                 f"the replay would run {steps} steps (repeats unrolled), more than the limit of "
-                f"{L.MAX_STEPS}; {where}",
+                f"{lim.max_steps}; {where}. {L.Limits.how_to_raise('max_steps', steps)}",
             )
         work = sum(L.estimate_work(sc, kernel_cost))
-        if work > L.MAX_WORK:
+        if work > lim.max_work:
             path, where = heaviest(lambda s: L.step_work(sc, kernel_cost, s))
             raise self.error(
                 path,
                 f"the replay would do about {work} emulated operations (steps times the DPUs "
-                f"they address, kernel work, FIFO retries), more than the limit of {L.MAX_WORK}; "
-                f"{where}",
+                f"they address, kernel work, FIFO retries), more than the limit of "
+                f"{lim.max_work}; {where}. {L.Limits.how_to_raise('max_work', work)}",
             )
         for step, path, nbytes in L.host_bytes(sc, self.paths):
-            if nbytes > L.MAX_HOST_BYTES:
+            if nbytes > lim.max_host_bytes:
                 raise self.error(
                     path,
                     f"this {step.op} step would allocate {nbytes} bytes of host buffers, more "
-                    f"than the limit of {L.MAX_HOST_BYTES >> 20} MiB",
+                    f"than the limit of {format_size(lim.max_host_bytes)}. "
+                    f"{L.Limits.how_to_raise('max_host_bytes', nbytes)}",
                 )
         filled = L.dpu_bytes(sc, self.paths)
-        if filled is not None and filled[1] > L.MAX_DPU_BYTES:
+        if filled is not None and filled[1] > lim.max_dpu_bytes:
             raise self.error(
                 filled[0],
                 f"the replay could fill {filled[1]} bytes of emulated DPU memory (the largest "
                 f"transfer range of each symbol times the DPUs allocated), more than the limit "
-                f"of {L.MAX_DPU_BYTES >> 30} GiB",
+                f"of {format_size(lim.max_dpu_bytes)}. "
+                f"{L.Limits.how_to_raise('max_dpu_bytes', filled[1])}",
             )
 
     # -- references ---------------------------------------
@@ -720,14 +728,35 @@ def kernel_cost(spec: ProgramSpec) -> KernelCost:
     return fn(spec) if fn is not None else L.default_cost(spec)
 
 
-def load_scenario(path: str | os.PathLike[str]) -> Scenario:
+def load_scenario(
+    path: str | os.PathLike[str],
+    *,
+    max_file_bytes: int = L.MAX_FILE_BYTES,
+    max_steps: int = L.MAX_STEPS,
+    max_work: int = L.MAX_WORK,
+    max_host_bytes: int = L.MAX_HOST_BYTES,
+    max_dpu_bytes: int = L.MAX_DPU_BYTES,
+) -> Scenario:
     """Read and validate a scenario file (:class:`ScenarioError` for any problem with it,
-    including a path that is not a readable regular file of at most 4 MiB)."""
+    including a path that is not a readable regular file of at most ``max_file_bytes``).
+
+    The keywords raise the limits of :class:`~aiopim.scenario.Limits` for a larger scenario
+    (``aiopim replay --max-work N`` and so on); a refusal names the one to raise.
+    """
+    limits = L.Limits(max_file_bytes, max_steps, max_work, max_host_bytes, max_dpu_bytes)
     source = os.fspath(path)
     try:
-        data = read_input_file(path, limit=L.MAX_FILE_BYTES, what="scenario file")
+        data = read_input_file(path, limit=limits.max_file_bytes, what="scenario file")
     except InputFileError as exc:
-        raise ScenarioError(exc.message, source=source) from exc
+        message = exc.message
+        if exc.reason == "too_large":
+            try:
+                size = os.stat(source).st_size
+            except OSError:
+                size = 0
+            if size > limits.max_file_bytes:  # not so for files of /proc, whose size is 0
+                message += f" ({size} bytes). {L.Limits.how_to_raise('max_file_bytes', size)}"
+        raise ScenarioError(message, source=source) from exc
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -737,9 +766,19 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
             source=source,
             line=line,
         ) from None
-    return _Loader(text, source).load()
+    return _Loader(text, source, limits).load()
 
 
-def parse_scenario(text: str, source: str = "<string>") -> Scenario:
-    """Validate scenario TOML given as text."""
-    return _Loader(text, source).load()
+def parse_scenario(
+    text: str,
+    source: str = "<string>",
+    *,
+    max_file_bytes: int = L.MAX_FILE_BYTES,
+    max_steps: int = L.MAX_STEPS,
+    max_work: int = L.MAX_WORK,
+    max_host_bytes: int = L.MAX_HOST_BYTES,
+    max_dpu_bytes: int = L.MAX_DPU_BYTES,
+) -> Scenario:
+    """Validate scenario TOML given as text (the keywords as for :func:`load_scenario`)."""
+    limits = L.Limits(max_file_bytes, max_steps, max_work, max_host_bytes, max_dpu_bytes)
+    return _Loader(text, source, limits).load()

@@ -6,6 +6,7 @@ import bisect
 from dataclasses import dataclass
 
 from .. import timing
+from ..timing import format_ps as fmt
 from ._timeline import TRANSFER_CATEGORIES, JobRecord, Slice, Timeline, merge, total
 
 
@@ -57,28 +58,31 @@ class Summary:
     busy_ranks_avg: float  # mean number of busy ranks while any rank is busy
     critical_path: tuple[PathStep, ...]
     fifo: tuple[FifoStats, ...] = ()
+    #: what the host did until the critical path starts, when it was waiting (e.g.
+    #: "the host waited in vud_ime_wait from 0 s"): the path only covers rank jobs
+    path_start: str = ""
 
     def text(self) -> str:
-        """Human-readable report (deterministic)."""
-        out = [f"virtual time {_us(self.end)} us"]
+        """Human-readable report (deterministic); times in the unit their size calls for."""
+        out = [f"virtual time {fmt(self.end)}"]
         out.append(
-            f"{'rank':>4} {'busy us':>12} {'idle us':>12} {'busy':>6} "
-            f"{'DPU us':>12} {'xfer us':>12} {'jobs':>5}"
+            f"{'rank':>4} {'busy':>13} {'idle':>13} {'busy':>6} "
+            f"{'DPU':>13} {'xfer':>13} {'jobs':>5}"
         )
         for r in self.ranks:
             pct = 100.0 * r.busy / self.end if self.end else 0.0
             out.append(
-                f"{r.rank:>4} {_us(r.busy):>12} {_us(r.idle):>12} {pct:>5.1f}% "
-                f"{_us(r.dpu):>12} {_us(r.transfer):>12} {r.jobs:>5}"
+                f"{r.rank:>4} {fmt(r.busy):>13} {fmt(r.idle):>13} {pct:>5.1f}% "
+                f"{fmt(r.dpu):>13} {fmt(r.transfer):>13} {r.jobs:>5}"
             )
         share = 100.0 * self.overlap / self.transfer if self.transfer else 0.0
         out.append(
-            f"overlap: transfers ran {_us(self.transfer)} us, {_us(self.overlap)} us of it "
+            f"overlap: transfers ran {fmt(self.transfer)}, {fmt(self.overlap)} of it "
             f"({share:.1f}%) while DPUs ran"
         )
         out.append(
-            f"DPUs ran {_us(self.dpu)} us; {self.busy_ranks_avg:.2f} ranks busy on average "
-            f"while any was; host waited {_us(self.host_wait)} us"
+            f"DPUs ran {fmt(self.dpu)}; {self.busy_ranks_avg:.2f} ranks busy on average "
+            f"while any was; host waited {fmt(self.host_wait)}"
         )
         if self.fifo:
             out.append("WRAM FIFOs:")
@@ -91,16 +95,19 @@ class Summary:
                 f"{f.flushes:>8} {f.drained:>8}"
                 for f in self.fifo
             )
-        length = sum(s.end - s.start for s in self.critical_path)
-        out.append(f"critical path: {len(self.critical_path)} steps, {_us(length)} us busy")
-        for s in self.critical_path:
+        path = self.critical_path
+        length = sum(s.end - s.start for s in path)
+        line = f"critical path: {len(path)} steps, {fmt(length)} busy"
+        if path and path[0].start > 0:
+            line += f", from {fmt(path[0].start)}"
+            if self.path_start:
+                line += f" ({self.path_start})"
+        out.append(line)
+        for s in path:
             where = "host" if s.rank is None else f"rank {s.rank}"
-            out.append(f"  {_us(s.start):>12} .. {_us(s.end):>12} us  {where:<8} {s.what}")
+            took = "+" + fmt(s.end - s.start)
+            out.append(f"  {fmt(s.start):>13} {took:<12} {where:<8} {s.what}")
         return "\n".join(out) + "\n"
-
-
-def _us(ps: int) -> str:
-    return f"{ps / 1e6:.3f}"
 
 
 def summarize(tl: Timeline) -> Summary:
@@ -129,6 +136,7 @@ def summarize(tl: Timeline) -> Summary:
     dpus = merge((r.start, r.end) for r in tl.dpu_runs)
     any_busy = merge(s for spans in busy_sets for s in spans)
     per_rank_busy = sum(total(b) for b in busy_sets)
+    path = critical_path(tl)
     return Summary(
         end,
         tuple(stats),
@@ -137,9 +145,19 @@ def summarize(tl: Timeline) -> Summary:
         total(dpus),
         total(merge((w.start, w.end) for w in tl.host_waits)),
         per_rank_busy / total(any_busy) if any_busy else 0.0,
-        tuple(critical_path(tl)),
+        tuple(path),
         fifo_stats(tl),
+        _before_path(tl, path[0].start) if path else "",
     )
+
+
+def _before_path(tl: Timeline, start: int) -> str:
+    """The host wait that ended when the critical path starts, in words ("" if none)."""
+    ended = [w for w in tl.host_waits if w.end == start and w.start < start]
+    if not ended:
+        return ""
+    w = min(ended, key=lambda w: (w.start, w.task, w.what))
+    return f"before it, the host waited in {w.what} from {fmt(w.start)}"
 
 
 def fifo_stats(tl: Timeline) -> tuple[FifoStats, ...]:

@@ -146,6 +146,19 @@ class DpuRun:
 
 
 @dataclass(frozen=True)
+class DpuStall:
+    """A tasklet of a DPU waited from ``start`` to ``end`` (ps) with work to do and no room in
+    its output FIFO ``fifo`` (recorded by the Python-kernel runtime's FIFO waits)."""
+
+    rank: int
+    dpu: int
+    tasklet: int
+    fifo: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
 class HostWait:
     """A host task was blocked on the machine from ``start`` to ``end`` (ps)."""
 
@@ -163,6 +176,8 @@ class Timeline:
     jobs: list[JobRecord] = field(default_factory=list)
     dpu_runs: list[DpuRun] = field(default_factory=list)
     host_waits: list[HostWait] = field(default_factory=list)
+    #: DPU waits on a full output FIFO (drawn by the Gantt plot, not part of Chrome traces)
+    dpu_stalls: list[DpuStall] = field(default_factory=list)
     slices: list[Slice] = field(default_factory=list)
     instants: list[Instant] = field(default_factory=list)
     #: (pid, counter name) -> [(time ps, value)], one sample per time
@@ -261,6 +276,11 @@ class Timeline:
         """Merged intervals during which at least one DPU of ``rank`` ran."""
         return merge((r.start, r.end) for r in self.dpu_runs if r.rank == rank)
 
+    def stall_spans(self, rank: int, dpu: int) -> list[tuple[int, int]]:
+        """Merged intervals during which some tasklet of DPU ``rank``.``dpu`` was stalled on a
+        full output FIFO."""
+        return merge((s.start, s.end) for s in self.dpu_stalls if (s.rank, s.dpu) == (rank, dpu))
+
 
 #: renders one recorded event of an extension kind: ``fn(timeline, time_ps, fields)``
 EventRenderer = Callable[[Timeline, int, dict[str, Any]], None]
@@ -279,7 +299,7 @@ def register_event_kind(kind: str, renderer: EventRenderer) -> None:
 
 
 #: the recorder's own kinds, which the timeline draws itself
-_BUILTIN_KINDS = frozenset(_DECODERS)
+_BUILTIN_KINDS = frozenset(_DECODERS) | {"dpu_stall", "dpu_stall_end"}
 
 
 def _freeze(args: dict[str, Any] | None) -> tuple[tuple[str, Any], ...]:
@@ -312,6 +332,8 @@ def _build(
 ) -> Timeline:
     tl = Timeline()
     rows: dict[tuple[int, int], dict[str, Any]] = {}
+    #: stalls not ended yet: (rank, DPU, tasklet) -> (start, FIFO)
+    stalls: dict[tuple[int, int, int], tuple[int, str]] = {}
     depth: dict[int, int] = {}
     ranks: set[int] = set()
     last = 0
@@ -349,6 +371,12 @@ def _build(
             tl.dpu_runs.append(
                 DpuRun(f["rank"], f["dpu"], f["start"], t, f["program"], f["fault"]),
             )
+            for open_stall in [k for k in stalls if k[:2] == (f["rank"], f["dpu"])]:
+                _end_stall(tl, stalls, open_stall, t)  # the DPU stopped while stalled
+        elif kind == "dpu_stall":
+            stalls[f["rank"], f["dpu"], f["tasklet"]] = (t, f["fifo"])
+        elif kind == "dpu_stall_end":
+            _end_stall(tl, stalls, (f["rank"], f["dpu"], f["tasklet"]), t)
         elif kind == "host_wait":
             tl.host_waits.append(HostWait(f["task"], f["what"], f["start"], t, tuple(f["ranks"])))
         elif kind == "callback":
@@ -382,6 +410,9 @@ def _build(
                 pid = rank_pid(rank) if isinstance(rank, int) else HOST_PID
                 tl.add_instant(pid, kind, kind, kind, t, args=f)
     end = max(end_ps or 0, last)
+    for open_stall in list(stalls):  # still stalled when the run ended
+        _end_stall(tl, stalls, open_stall, end)
+    tl.dpu_stalls.sort(key=lambda s: (s.start, s.rank, s.dpu, s.tasklet))
     for rank, dpu, boot, program in running:
         ranks.add(rank)
         tl.dpu_runs.append(DpuRun(rank, dpu, boot, end, program, None, running=True))
@@ -407,6 +438,18 @@ def _build(
     _host_slices(tl)
     tl.end_ps = max([end, *(s.end for s in tl.slices)])
     return tl
+
+
+def _end_stall(
+    tl: Timeline,
+    stalls: dict[tuple[int, int, int], tuple[int, str]],
+    key: tuple[int, int, int],
+    t: int,
+) -> None:
+    """Close the open stall of ``key`` (rank, DPU, tasklet) at ``t``."""
+    opened = stalls.pop(key, None)
+    if opened is not None and t > opened[0]:
+        tl.dpu_stalls.append(DpuStall(*key, opened[1], opened[0], t))
 
 
 def _job_slices(tl: Timeline) -> None:
