@@ -252,7 +252,7 @@ def _replay(argv: list[str], user_dirs: list[str]) -> int:
 
 def _record(argv: list[str], user_dirs: list[str]) -> int:
     from . import MachineConfig
-    from .scenario import record
+    from .scenario import ScenarioError, parse_scenario, record
     from .scenario._limits import MAX_RANKS
     from .sdk import MAX_NR_DPUS_PER_RANK
 
@@ -316,6 +316,10 @@ def _record(argv: list[str], user_dirs: list[str]) -> int:
         with open(opts.trace, "w", encoding="utf-8", newline="\n") as f:
             f.write(rec.chrome_trace())
     print(f"{name}: recorded to {opts.output}, virtual time {format_ps(rec.emulator.now_ps)}")
+    try:  # a long program's scenario may need a replay limit raised: say which, and how
+        parse_scenario(rec.scenario_text, opts.output)
+    except ScenarioError as exc:
+        print(f"aiopim record: note: {exc}", file=sys.stderr)
     return 0
 
 

@@ -359,16 +359,3 @@ def test_asm_disasm_didl_paths_in_a_missing_directory(
         2,
         f"DPU_ERR_ELF_NO_SUCH_FILE: {gone / 'h.dpu'}: No such file or directory\n",
     )
-
-
-def test_python_api_file_errors_name_the_file(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib", reason="matplotlib (extra 'plot') is not installed")
-    from aiopim.scenario import load_scenario, replay
-    from aiopim.trace import save_gantt, write_chrome_trace
-
-    tl = replay(load_scenario(ROOT / "scenarios" / "async_vs_parallel_sync.toml")).timeline
-    for write, name in ((save_gantt, "x.png"), (write_chrome_trace, "x.json")):
-        out = missing_dir(tmp_path) / name
-        with pytest.raises(FileNotFoundError) as info:
-            write(tl, out)
-        assert info.value.filename == str(out)

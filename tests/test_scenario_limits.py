@@ -3,6 +3,7 @@ from Python, and each refusal names the flag and keyword that raise it, with the
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,57 @@ def test_every_limit_has_a_flag(capsys: pytest.CaptureFixture[str]) -> None:
     for name in L.LIMIT_NAMES:
         assert f"{Limits.flag(name)} N" in helptext
         assert f"(default: {getattr(Limits(), name)})" in helptext
+
+
+WIDE_PROGRAM = """\
+import numpy as np
+import aiopim
+from aiopim.sdk import *
+
+prog = aiopim.Program("hold", nr_tasklets=1)
+active = prog.host("active", np.uint64, 1, init=[1])
+prog.input_fifo("fin", 3, 8)
+view = {}
+
+
+@prog.main
+async def kernel(t):
+    view["a"] = t.view(active)
+    await t.poll_until(lambda: not view["a"][0], active, label="active")
+
+
+async def main():
+    dpus = await dpu_alloc(1, "")
+    await dpu_load(dpus, prog)
+    link = dpu_link_input_fifo(dpus, "fin")
+    dpu_fifo_set_push_max_retries(link, dpus, 100000)
+    await dpu_launch(dpus, DPU_ASYNCHRONOUS)
+    dpu_fifo_prepare_xfer(dpus, link, np.zeros(1, np.uint64))
+    for _ in range(6):  # 6 pushes into 8 places: no retry, but 100,000 possible each
+        await dpu_fifo_push_xfer(dpus, link, DPU_XFER_NO_RESET)
+    dpu_prepare_xfer(dpus, np.zeros(1, np.uint64))
+    await dpu_push_xfer(dpus, DPU_XFER_TO_DPU, "active", 0, 8, DPU_XFER_PARALLEL)
+    await dpu_sync(dpus)
+"""
+
+
+def test_record_says_which_limit_its_scenario_needs_raised(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "lim_wide_prog.py").write_text(WIDE_PROGRAM)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "w.toml"
+    argv = ["record", "lim_wide_prog:main", str(out), "--ranks", "1", "--dpus-per-rank", "1"]
+    try:
+        assert cli_main([*argv, "--no-progress"]) == 0
+    finally:
+        sys.modules.pop("lim_wide_prog", None)
+    err = capsys.readouterr().err
+    assert err == (
+        f"aiopim record: note: {out}:26: tasks[0].steps[4]: the replay would do about 6000026 "
+        "emulated operations (steps times the DPUs they address, kernel work, FIFO retries), "
+        f"more than the limit of {L.MAX_WORK}; 1000002 of them in this step (fifo_push). "
+        + refusal("max_work", 6000026)
+        + "\n"
+    )
+    assert cli_main(["replay", str(out), "--no-progress", "--max-work", "6000026"]) == 0

@@ -480,7 +480,7 @@ class OpRecorder:
                     if k is None or when <= bound or when < runs[k][0] or value < current:
                         self.problems.append(
                             f"the {fifo!r} pointer of DPU {dname} changed to {value} before "
-                            f"{t} ps outside a run the recording can reproduce"
+                            f"{timing.format_ps(t)} outside a run the recording can reproduce"
                         )
                         break
                     per_run = out.setdefault(dname, [[] for _ in runs])

@@ -93,7 +93,7 @@ class ReplayContext:
         k = emu.kernel
         if when <= k.now:
             return
-        w = k.new_waiter(f"virtual time {when} ps")
+        w = k.new_waiter(f"virtual time {format_ps(when)}")
         k.call_at(when, lambda _: w.resolve(), None, HOST_SLEEP_ACTOR, PRIO_LATE)
         await emu.bridge.wait(w)
 
