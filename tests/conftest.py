@@ -1,12 +1,34 @@
 from __future__ import annotations
 
+import getpass
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples"))
+
+
+def _cache_bytecode() -> None:
+    """Compile each module once, not in every test process, even under PYTHONDONTWRITEBYTECODE.
+
+    Some machines set PYTHONDONTWRITEBYTECODE (so that no ``__pycache__`` lands in checkouts):
+    then every Python process a test starts recompiles aiopim and every test module, about a
+    second each, a third of the default run's CPU. The bytecode goes to a cache outside the
+    checkout instead, for this process and the processes it starts."""
+    if not sys.dont_write_bytecode or sys.pycache_prefix is not None:
+        return
+    prefix = str(Path(tempfile.gettempdir()) / f"aiopim-pycache-{getpass.getuser()}")
+    sys.dont_write_bytecode = False
+    sys.pycache_prefix = prefix
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = prefix
+
+
+_cache_bytecode()
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -26,11 +26,11 @@ NUM = r"[\d.]+"
 SCRIPTS: dict[str, tuple[str, bool]] = {
     "kernel_vs_simpy.py": (rf"kernel_vs_simpy ratio={NUM}", False),
     "bridge_throughput.py": (r"bridge completions_per_s asyncio=\d+ trio=\d+", False),
-    "explore_rate.py": (rf"explore schedules_per_s={NUM}", False),
+    "explore_rate.py": (rf"explore schedules_per_s={NUM}", True),
     "fifo_polling.py": (rf"fifo_polling iterations_per_event={NUM} elements_per_s=\d+", False),
     "keysum_python.py": (
         rf"keysum_python cpu_per_event_growth={NUM} \(CPU per event at 1 rank\(s\) / at 1\)",
-        False,
+        True,
     ),
     "prim/arithmetic_throughput.py": (rf"prim_arithmetic best_mops={NUM}", False),
     "prim/mram_latency.py": (

@@ -171,7 +171,8 @@ def _run(
 
 @pytest.mark.parametrize(
     ("backend", "jit"),
-    [("asyncio", True), ("trio", True), ("trio", False)],  # the pure-Python loop on one backend
+    # the pure-Python loop on one backend, in the long run (about 10 s of CPU)
+    [("asyncio", True), ("trio", True), pytest.param("trio", False, marks=pytest.mark.long)],
     ids=["asyncio-jit", "trio-jit", "trio-python"],
 )
 def test_a_rank_ending_early_rolls_the_others_back(

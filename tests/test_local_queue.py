@@ -156,7 +156,7 @@ class Runner:
         return self.log
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(programs())
 def test_local_queues_keep_the_kernel_order(prog: Program) -> None:
     assert Runner(prog, local=True).run() == Runner(prog, local=False).run()

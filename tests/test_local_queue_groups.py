@@ -121,7 +121,7 @@ class Runner(queue_model.Runner):
         return log
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(programs())
 def test_grouped_calls_keep_the_order_of_one_entry_per_call(prog: Program) -> None:
     grouped = Runner(prog).run()

@@ -328,6 +328,7 @@ def test_error_code_names_are_exactly_the_enum_members() -> None:
     assert all(hasattr(sdk, n) for n in sdk.__all__)
 
 
+@pytest.mark.long  # mypy follows every aiopim module: about 12 s of CPU
 def test_star_import_type_checks_under_mypy_strict(tmp_path: Path) -> None:
     user = tmp_path / "user_program.py"
     user.write_text(

@@ -199,7 +199,7 @@ def test_a_drain_flushed_on_one_rank_keeps_the_other_ranks_elements(pim: Pim) ->
 
 
 # --- the default property -------------------------------------------------------------------------
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario=fifo_scenarios(min_size=4), explore_seed=explore_seeds())
 def test_fifo_conservation_under_any_program_and_schedule(
     pim: Pim,
@@ -323,6 +323,7 @@ async def rectangular_drain(fout: OutputFifo) -> list[np.ndarray]:
     ]
 
 
+@pytest.mark.long  # shrinking takes about 8 s of CPU
 def test_a_lost_element_bug_is_found_and_shrunk() -> None:
     pim, m = Pim("asyncio"), machine(1, 2)  # shrinking is the slow part: one backend
     s = stream(ptr_in=1, ptr_out=1, tasklets=1, work=40)
