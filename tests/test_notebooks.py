@@ -27,7 +27,7 @@ def test_readme_command_runs_the_notebook_from_the_repository_root(
 ) -> None:
     """``jupyter nbconvert --to html --execute notebooks/X.ipynb``, as the README prints it."""
     _needs_jupyter()
-    pytest.importorskip("nbconvert", reason="nbconvert (extra 'test' or 'notebook') is not installed")
+    pytest.importorskip("nbconvert", reason="nbconvert (extras test, notebook) is not installed")
     cmd = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--execute"]
     cmd += [str(path.relative_to(ROOT)), "--output-dir", str(tmp_path)]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
