@@ -314,7 +314,7 @@ def _deadlock(ctx: ReplayContext, exc: DeadlockError) -> ScenarioError:
         + (f" for event {step.params['event']!r})" if step.op == "wait" else ")")
         for name, step in waiting
     )
-    blocked = "\n  ".join(exc.blocked) or "(no emulated actor is waiting)"
+    blocked = "\n  ".join(exc.summary) or "(no emulated actor is waiting)"
     message = (
         f"the replay deadlocked at {format_ps(exc.now_ps)}: every host task is blocked and nothing "
         f"can wake them ({where or 'no step running'}). Blocked:\n  {blocked}"

@@ -311,10 +311,11 @@ def assert_deterministic(
 
 
 def assert_never_deadlocks(run: Execution[T]) -> T:
-    """The run's value; an AssertionError naming every blocked actor if it deadlocked."""
+    """The run's value; an AssertionError naming the blocked actors (identical states grouped)
+    if it deadlocked."""
     dead = run.deadlock
     if dead is not None:
-        blocked = "\n  ".join(dead.blocked) or "(none named)"
+        blocked = "\n  ".join(dead.summary) or "(none named)"
         raise AssertionError(
             f"the host program deadlocked at t={dead.now_ps} ps; blocked:\n  {blocked}\n"
             f"{replay_hint(run.backend, run.explore_seed)}"
