@@ -111,9 +111,12 @@ async def host_program(workdir: Path) -> list[Run]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
+    parser.add_argument(
+        "--quiet", dest="progress", action="store_false", default=None, help="no progress display"
+    )
     opts = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        runs = aiopim.run(host_program, Path(tmp), backend=opts.backend)
+        runs = aiopim.run(host_program, Path(tmp), backend=opts.backend, progress=opts.progress)
     expected = [float(i) for i in range(10)]
     for name, values, seconds in runs:
         print(f"{name:<18} {values}  ({seconds * 1e6:.3f} us virtual)")

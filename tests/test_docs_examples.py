@@ -34,7 +34,7 @@ MARKER = re.compile(r"<!--\s*(fragment|pytest|needs)\b:?\s*(.*?)\s*-->\s*$")
 EXPECTED_FRAGMENTS = {
     "docs/elf.md": 1,
     "docs/fifo.md": 2,
-    "docs/kelonia.md": 4,
+    "docs/kelonia.md": 5,
     "docs/testing.md": 6,
     "docs/timelines.md": 1,
     "docs/umem.md": 2,

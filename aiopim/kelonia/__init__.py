@@ -1,11 +1,14 @@
 """Kelonia for Python: DIDL device interfaces, a foundry of DPU fleets, workers per DPU and
-task, and a stubbed backend for tests without DPUs. See ``docs/kelonia.md``."""
+task, actors that answer messages, and a stubbed backend for tests without DPUs. See
+``docs/kelonia.md``."""
 
+from ._actors import ActorDpuAssembly, ActorDpuAssemblyLine, Reply, ReplyStream
 from ._build import DPU_PACKAGE, find_devices, generate_package
 from ._didl import Function, Interface, Mapping, Param, Pos, load_didl, parse_didl
 from ._errors import DidlError, DpuFoundryError, DpuLowLevelError
 from ._foundry import (
     PYTHON,
+    AssemblyLine,
     BasicDpuAssembly,
     BasicDpuAssemblyLine,
     DpuBackend,
@@ -27,6 +30,9 @@ from ._interface import (
 __all__ = [
     "DPU_PACKAGE",
     "PYTHON",
+    "ActorDpuAssembly",
+    "ActorDpuAssemblyLine",
+    "AssemblyLine",
     "BasicDpuAssembly",
     "BasicDpuAssemblyLine",
     "DidlError",
@@ -43,6 +49,8 @@ __all__ = [
     "MemoryCopyWorker",
     "Param",
     "Pos",
+    "Reply",
+    "ReplyStream",
     "StubbedInterface",
     "Target",
     "WorkerFactory",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import keyword
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -561,10 +562,19 @@ def _slot_name(slot: tuple[int, int]) -> str:
 
 
 # -- checks against a program -------------------------------------------------------------------
+#: ``refusal(what, start, end)``: why the host must not write MRAM ``[start, end)``, or None
+MramRefusal = Callable[[str, int, int], str | None]
+
+
 def check_resources(
-    iface: Interface, layout: MailboxLayout | None, mram_size: int, program: str = "the program"
+    iface: Interface,
+    layout: MailboxLayout | None,
+    mram_size: int,
+    program: str = "the program",
+    refusal: MramRefusal | None = None,
 ) -> None:
-    """Check every mapping against a program's mailboxes (``layout``) and the MRAM size."""
+    """Check every mapping against a program's mailboxes (``layout``), the MRAM size and,
+    for inputs, the MRAM the program keeps for itself (``refusal``)."""
     for f in iface.functions:
         params = {p.name: p for p in f.params}
         for m in f.mappings:
@@ -578,6 +588,9 @@ def check_resources(
                         m.pos,
                         "a region inside MRAM",
                     )
+                why = refusal(f"input {m.param!r}", m.offset, end) if refusal else None
+                if p.is_input and why is not None:
+                    raise _err(f"{why} ({program})", m.pos, "an offset in the free MRAM")
                 continue
             if layout is None:
                 raise _err(

@@ -7,7 +7,7 @@ import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol, Self, TypeVar
 
 import anyio
 import numpy as np
@@ -15,7 +15,7 @@ import numpy as np
 from .. import DpuError, DpuErrorCode, DpuProgram, DpuSet, Emulator, Program, Symbol
 from ..dpu import MailboxLayout
 from ..elf import load_elf
-from ._coreapi import MRAM_BIT, MRAM_SIZE
+from ._coreapi import MRAM_SIZE
 from ._didl import MEMORY_COPY, Function, check_resources
 from ._errors import DpuFoundryError, DpuLowLevelError
 from ._interface import (
@@ -26,10 +26,9 @@ from ._interface import (
     result_value,
     to_words,
 )
+from ._mram import MramLayout, mram_read, mram_write
 
 WORD = 4
-#: The whole of MRAM as a transfer target (``copy_to_device`` addresses MRAM bytes)
-MRAM_SYMBOL = Symbol("__kelonia_mram", MRAM_BIT, MRAM_SIZE)
 
 
 class DpuBackend(enum.Enum):
@@ -85,7 +84,8 @@ class DpuDeviceDescription:
         layout = getattr(program, "mailbox_layout", None)
         layout = layout if isinstance(layout, MailboxLayout) else None
         name = f"program {getattr(program, 'name', '?')!r}"
-        check_resources(self.interface.didl, layout, MRAM_SIZE, name)
+        mram = MramLayout.of(program)
+        check_resources(self.interface.didl, layout, MRAM_SIZE, name, mram.refusal)
 
 
 @dataclass(frozen=True)
@@ -103,11 +103,41 @@ class BasicDpuAssemblyLine:
     @classmethod
     def using_dpus(cls, nr_dpus: int, device: DpuDeviceDescription) -> BasicDpuAssemblyLine:
         """``nr_dpus`` DPUs, each running the device's program."""
-        if isinstance(nr_dpus, bool) or not isinstance(nr_dpus, int):
-            raise TypeError(f"nr_dpus must be an int, not {type(nr_dpus).__name__}")
-        if nr_dpus < 1:
-            raise DpuFoundryError(f"an assembly needs at least one DPU, not {nr_dpus}")
-        return cls(nr_dpus, device)
+        return cls(check_nr_dpus(nr_dpus), device)
+
+    def check(self, program: DpuProgram) -> None:
+        """Check the interface against ``program`` before any DPU is allocated."""
+        self.device.check(program)
+
+    def assemble(self, dpus: DpuSet | None, program: DpuProgram | None) -> BasicDpuAssembly:
+        """The assembly over loaded ``dpus`` (None, None on the stubbed backend)."""
+        return BasicDpuAssembly(self, dpus, program)
+
+
+def check_nr_dpus(nr_dpus: object) -> int:
+    """``nr_dpus`` if it is a DPU count (TypeError / DpuFoundryError otherwise)."""
+    if isinstance(nr_dpus, bool) or not isinstance(nr_dpus, int):
+        raise TypeError(f"nr_dpus must be an int, not {type(nr_dpus).__name__}")
+    if nr_dpus < 1:
+        raise DpuFoundryError(f"an assembly needs at least one DPU, not {nr_dpus}")
+    return nr_dpus
+
+
+A = TypeVar("A", bound="BasicDpuAssembly", covariant=True)
+
+
+class AssemblyLine(Protocol[A]):
+    """What the foundry builds from: a device on ``nr_dpus`` DPUs, checked and assembled."""
+
+    @property
+    def nr_dpus(self) -> int: ...
+
+    @property
+    def device(self) -> DpuDeviceDescription: ...
+
+    def check(self, program: DpuProgram) -> None: ...
+
+    def assemble(self, dpus: DpuSet | None, program: DpuProgram | None) -> A: ...
 
 
 class DpuFoundry:
@@ -124,29 +154,31 @@ class DpuFoundry:
         return cls(target)
 
     async def build(
-        self, line: BasicDpuAssemblyLine, *, emulator: Emulator | None = None, profile: str = ""
-    ) -> BasicDpuAssembly:
+        self, line: AssemblyLine[A], *, emulator: Emulator | None = None, profile: str = ""
+    ) -> A:
         """Allocate, load and check the DPUs of ``line`` (none on the stubbed backend)."""
         device = line.device
         if device.backend is DpuBackend.STUBBED:
-            return BasicDpuAssembly(line, None)
+            return line.assemble(None, None)
         program = device.resolve_program()
-        device.check(program)
+        line.check(program)
         dpus = await DpuSet.alloc(line.nr_dpus, emulator=emulator, profile=profile)
         try:
             await dpus.load(program)
+            return line.assemble(dpus, program)
         except BaseException:
             await dpus.free()
             raise
-        return BasicDpuAssembly(line, dpus, program)
 
 
 class _Slot:
-    """One DPU of an assembly: its single-DPU set and the lock that orders its calls."""
+    """One DPU of an assembly: its single-DPU set, the lock that orders its calls and the
+    program's MRAM sections."""
 
-    def __init__(self, number: int, dset: DpuSet) -> None:
+    def __init__(self, number: int, dset: DpuSet, mram: MramLayout) -> None:
         self.number = number
         self.dset = dset
+        self.mram = mram
         self.lock = anyio.Lock()
 
 
@@ -166,7 +198,8 @@ class BasicDpuAssembly:
         self.device = line.device
         self.interface = line.device.interface
         self._dpus = dpus
-        self._slots = [_Slot(i, d) for i, d in enumerate(dpus)] if dpus is not None else []
+        mram = MramLayout.of(program) if program is not None else MramLayout()
+        self._slots = [_Slot(i, d, mram) for i, d in enumerate(dpus)] if dpus is not None else []
         self._workers: dict[tuple[int, str], Any] = {}
         self._cleared = False
 
@@ -179,6 +212,12 @@ class BasicDpuAssembly:
     def dpu_set(self) -> DpuSet | None:
         """The emulated DPUs (None on the stubbed backend)."""
         return self._dpus
+
+    @property
+    def free_mram(self) -> int:
+        """The first MRAM byte past the program's own sections (``DPU_MRAM_HEAP_POINTER``):
+        where ``copy_to_device`` may write (0 on the stubbed backend)."""
+        return self._slots[0].mram.free_start if self._slots else 0
 
     def worker(self, *args: Any) -> Any:
         """``worker(task)`` (DPU 0) or ``worker(dpu_number, task)``: the worker of a task."""
@@ -227,7 +266,7 @@ class BasicDpuAssembly:
         if self._dpus is not None:
             await self._dpus.free()
 
-    async def __aenter__(self) -> BasicDpuAssembly:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(
@@ -292,7 +331,7 @@ class FunctionWorker(_Worker):
         for p, elems in zip(f.inputs, inputs, strict=True):
             m = f.mapping(p.name)
             if m.kind == "dram":
-                await _mram_write(
+                await mram_write(
                     dset, m.offset, elems.astype(p.dtype.newbyteorder("<")).view(np.uint8)
                 )
                 continue
@@ -330,7 +369,7 @@ class FunctionWorker(_Worker):
         for p in f.outputs:
             m = f.mapping(p.name)
             if m.kind == "dram":
-                raw = await _mram_read(dset, m.offset, p.count * p.dtype.itemsize)
+                raw = await mram_read(dset, m.offset, p.count * p.dtype.itemsize)
                 outs.append(raw.view(p.dtype.newbyteorder("<")).astype(p.dtype))
                 continue
             idx = [(self._mbox_offset(t, w) - lo) // WORD for t, w in m.word_slots()]
@@ -362,37 +401,12 @@ def _worker_class(f: Function) -> type[FunctionWorker]:
     return type(name, (FunctionWorker,), {f.python_name: method})
 
 
-async def _mram_write(dset: DpuSet, destination: int, data: np.ndarray) -> None:
-    """Write bytes at any MRAM address (edges read back to keep 8-byte-aligned transfers)."""
-    end = destination + data.size
-    lo, hi = destination & ~7, (end + 7) & ~7
-    if lo == destination and hi == end:
-        if data.size:
-            await dset.copy_to(MRAM_SYMBOL, np.ascontiguousarray(data), offset=destination)
-        return
-    buf = np.zeros(hi - lo, np.uint8)
-    if lo != destination:
-        buf[:8] = (await dset.copy_from(MRAM_SYMBOL, np.uint8, 8, offset=lo))[0]
-    if hi != end:
-        buf[-8:] = (await dset.copy_from(MRAM_SYMBOL, np.uint8, 8, offset=hi - 8))[0]
-    buf[destination - lo : end - lo] = data
-    await dset.copy_to(MRAM_SYMBOL, buf, offset=lo)
-
-
-async def _mram_read(dset: DpuSet, source: int, length: int) -> np.ndarray:
-    lo, hi = source & ~7, (source + length + 7) & ~7
-    if hi == lo:
-        return np.zeros(0, np.uint8)
-    raw: np.ndarray = (await dset.copy_from(MRAM_SYMBOL, np.uint8, hi - lo, offset=lo))[0]
-    return raw[source - lo : source - lo + length].copy()
-
-
 class MemoryCopyWorker(_Worker):
     """Copies bytes to and from one DPU's MRAM (the ``memoryCopy`` task)."""
 
     async def copy_to_device(self, destination: int, data: Any) -> None:
         """Write ``data`` (bytes-like or a NumPy array, copied as raw bytes) at MRAM byte
-        ``destination``."""
+        ``destination``, which must leave the program's own MRAM sections alone."""
         dst = _address("destination", destination)
         if isinstance(data, np.ndarray):
             raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
@@ -400,7 +414,14 @@ class MemoryCopyWorker(_Worker):
             raw = np.frombuffer(data, np.uint8)
         else:
             raise TypeError(f"data must be bytes-like or a NumPy array, not {type(data).__name__}")
-        await self._run(lambda: _mram_write(self._slot.dset, dst, raw))
+        slot = self._slot
+        what = f"copy_to_device({dst:#x}, {raw.size} bytes)"
+        refusal = slot.mram.refusal(what, dst, dst + raw.size)
+        if refusal is not None:
+            raise DpuLowLevelError(
+                DpuErrorCode.DPU_ERR_INVALID_MRAM_ACCESS, slot.number, "memory_copy", refusal
+            )
+        await self._run(lambda: mram_write(slot.dset, dst, raw))
 
     async def copy_from_device(self, source: int, length: int) -> np.ndarray:
         """``length`` bytes of MRAM from byte ``source``, as a ``uint8`` array."""
@@ -409,7 +430,7 @@ class MemoryCopyWorker(_Worker):
         out: list[np.ndarray] = []
 
         async def read() -> None:
-            out.append(await _mram_read(self._slot.dset, src, n))
+            out.append(await mram_read(self._slot.dset, src, n))
 
         await self._run(read)
         return out[0]

@@ -191,7 +191,8 @@ def generate(iface: Interface, source_name: str | None = None) -> str:
 
 
 def generate_file(didl_path: str | Path, output: str | Path | None = None) -> Path:
-    """Parse ``didl_path`` and write its module (default: ``<stem>_interface.py`` beside it).
+    """Parse ``didl_path`` and write its module (default: ``<stem>_interface.py`` beside it),
+    creating the output's directory if needed.
 
     The file is rewritten only when its text changes."""
     src = Path(didl_path)
@@ -199,5 +200,6 @@ def generate_file(didl_path: str | Path, output: str | Path | None = None) -> Pa
     out = Path(output) if output is not None else src.with_name(f"{src.stem}_interface.py")
     text = generate(iface, src.name)
     if not out.exists() or out.read_text(encoding="utf-8") != text:
+        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8", newline="\n")
     return out
