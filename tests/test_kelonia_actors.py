@@ -139,6 +139,23 @@ def test_stop_lets_the_actors_answer_what_they_hold(backend: str) -> None:
     assert replies == [(1, 0, (2, 0)), (1, 1, (3, 1)), (1, 2, (4, 2))]
 
 
+def test_sends_to_actors_of_different_ranks_overlap(backend: str) -> None:
+    async def host(concurrent: bool) -> int:
+        async with await _fleet(_line(2)) as fleet:
+            await fleet.start()
+            emu = aiopim.current_emulator()
+            t0 = emu.now_ps
+            async with anyio.create_task_group() as tg:
+                for actor in (0, 1):
+                    if concurrent:
+                        tg.start_soon(fleet.send, actor, (actor,))
+                    else:
+                        await fleet.send(actor, (actor,))
+            return emu.now_ps - t0
+
+    assert [_emu().run(host, c, backend=backend) for c in (False, True)] == [22_320_000, 16_160_000]
+
+
 # -- errors that say what to fix ---------------------------------------------------------------
 def test_a_faulting_actor_is_named_instead_of_waited_for(backend: str) -> None:
     async def host(read_first: bool) -> tuple[str, str, list[tuple[int, int, Any]]]:
