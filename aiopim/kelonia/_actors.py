@@ -236,7 +236,8 @@ class ActorDpuAssembly(BasicDpuAssembly):
             return
         zero = np.zeros(self._dpus.symbol(self.actor_line.active).size, np.uint8)
 
-        async def clear_active(rank: DpuSet) -> None:  # one buffer per DPU, or a broadcast
+        async def clear_active(rank: DpuSet) -> None:  # one buffer per DPU: one buffer for
+            # all would be a broadcast, which the SDK never runs in parallel with the DPUs
             await rank.copy_to(self.actor_line.active, [zero] * len(rank), parallel=True)
 
         await self._on_reachable_ranks(clear_active)
