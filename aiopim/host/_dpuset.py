@@ -136,6 +136,8 @@ class DpuSet(DpuSetBase):
 
         ``data`` is one buffer (broadcast to every DPU), or one buffer per DPU (a sequence, or
         an array whose first dimension is the number of DPUs); ``None`` entries skip a DPU.
+        On a single DPU's handle ``parallel`` is ignored and the write waits for the rank's DPUs
+        to stop, as the SDK's ``dpu_push_xfer`` does (docs/quirks.md).
         """
         mode = XferMode(wait=wait, parallel=parallel)
         per_dpu = _per_dpu_buffers(data, len(self))
