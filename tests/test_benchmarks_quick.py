@@ -40,7 +40,7 @@ SCRIPTS: dict[str, tuple[str, bool]] = {
     "prim/prim_stream.py": (rf"prim_stream mem=MRAM best_mbps={NUM}", False),
     "prim/report.py": (rf"prim within_10pct=\d+/\d+ worst_ratio={NUM}", False),
     "prim_isa.py": (r"prim_isa red_ips=\d+ trns_ips=\d+ ok=1", False),
-    "isa_corpus.py": (r"isa_corpus compiled_ips=\d+ python_ips=\d+ same=1", False),
+    "isa_corpus.py": (r"isa_corpus compiled_ips=\d+ python_ips=\d+ same=1", True),
     # a Dask LocalCluster: 10-20 s of wall time to start on a shared VM
     "campaign_scaling.py": (
         rf"campaign_scaling runs=\d+ same=1 procs_speedup={NUM} dask_overhead_pct=-?{NUM}",

@@ -575,7 +575,7 @@ def mutate(data: bytes, mutations: list[tuple[Any, ...]]) -> bytes:
     return bytes(b)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_mutation, min_size=1, max_size=6))
 def test_fuzz_mutated_binaries_only_raise_elf_errors(mutations: list[tuple[Any, ...]]) -> None:
     check_outcome(mutate(SAMPLE, mutations))

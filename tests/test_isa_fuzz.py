@@ -374,8 +374,8 @@ def test_bad_binaries_never_crash_the_compiled_engine() -> None:
     """About 60 cases, every fourth compared with the pure-Python path (long form: 2,000)."""
     summary = fuzz({"words": 36, "mutate": 24}, SEED, 60, compare_every=4)
     print(summary)
-    assert summary.cases == 200
-    assert summary.compared == 50
+    assert summary.cases == 60
+    assert summary.compared == 15
     _check_coverage(summary)
 
 

@@ -192,8 +192,8 @@ def _sweep(tmp_path: Path, seeds: range, per_seed: int) -> dict[str, int]:
 
 
 def test_fuzzed_memclave_scenarios_end_in_a_replay_or_a_scenario_error(tmp_path: Path) -> None:
-    seen = _sweep(tmp_path, range(20261124, 20261128), 50)
-    assert seen["rejected"] > 150 and seen["replayed"] >= 4, seen
+    seen = _sweep(tmp_path, range(20261124, 20261126), 50)
+    assert seen["rejected"] > 75 and seen["replayed"] >= 2, seen
 
 
 @pytest.mark.long

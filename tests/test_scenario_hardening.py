@@ -283,7 +283,10 @@ def test_deadlocked_dpus_are_named(backend: str) -> None:
     with pytest.raises(ScenarioError) as info:
         replay(parse_scenario(text, "s.toml"), backend=backend)
     assert info.value.key == "tasks[0].steps[5]"
-    assert "DPU 0.0.3 tasklet 0 waiting on input FIFO 'input_fifo'" in info.value.message
+    # identical tasklet states grouped (DeadlockError.summary), every DPU named in its range
+    assert "tasklet 0 of 4 DPUs (0.0.0-0.0.3) waiting on input FIFO 'input_fifo'" in (
+        info.value.message
+    )
 
 
 def test_data_checks_of_the_wrong_size_are_scenario_errors() -> None:
@@ -369,9 +372,9 @@ def _outcome(case: Case, tmp_path: Path, *, max_work: int, backend: str = "async
 
 def test_fuzzed_scenarios_end_in_a_replay_or_a_scenario_error(tmp_path: Path) -> None:
     seen = {"replayed": 0, "rejected": 0, "heavy": 0}
-    for case in cases(seed=20261124, count=400):
+    for case in cases(seed=20261124, count=200):
         seen[_outcome(case, tmp_path, max_work=FAST_WORK)] += 1
-    assert seen["rejected"] > 300 and seen["replayed"] > 10, seen
+    assert seen["rejected"] > 150 and seen["replayed"] > 5, seen
 
 
 @pytest.mark.long
