@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 from concurrent.futures import Executor, Future
 from pathlib import Path
@@ -282,6 +283,7 @@ def test_a_run_the_executor_loses_is_named_and_the_rest_is_kept(tmp_path: Path) 
             "not_async(...)`)",
         ),
         (f"{HERE}:nothing", [{}], "run 0: module 'test_campaign' has no function 'nothing'"),
+        (f"{HERE}:square", [{"x": {2}}], "run 0: parameter 'x' is not a JSON value ({2})"),
         (
             "host",
             [{}],
@@ -399,3 +401,19 @@ def test_the_pytest_fixture_explores(pim_explore: Explorer) -> None:
     assert report.shrunk_seed == report.first_failure["seed"]  # no shrinking asked
     with pytest.raises(AssertionError, match="schedule 2 of 10 fails"):
         report.assert_passes()
+
+
+def test_campaigns_need_dask_only_for_the_dask_executor() -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['distributed'] = sys.modules['dask'] = None  # not installed\n"
+        "from aiopim.campaign import CampaignError, DaskExecutor\n"
+        "try:\n"
+        "    DaskExecutor('local:2')\n"
+        "except CampaignError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout == (
+        "the Dask executor needs dask.distributed: pip install -e '.[cluster]'\n"
+    ), done.stderr

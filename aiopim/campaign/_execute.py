@@ -145,6 +145,7 @@ class _Fanout:
         except (Exception, CancelledError) as exc:  # our cancels never get here
             if type(exc).__name__ != "KilledWorker":
                 self.lost[run] = exc  # the executor's failure, not the run's: not stored
+                self.alone = None if run == self.alone else self.alone
                 return
             line = _killed_workers(self.specs[run], exc)
         if run == self.alone:

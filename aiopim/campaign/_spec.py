@@ -16,6 +16,7 @@ import os
 import random
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -227,6 +228,19 @@ def _machine_dict(machine: MachineConfig | Mapping[str, Any] | None) -> dict[str
     return dict(machine)
 
 
+def _params_key(spec: RunSpec) -> str:
+    """The run's parameters as JSON (a :class:`CampaignError` names one that is not JSON)."""
+    for name, value in spec.params.items():
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            raise CampaignError(
+                f"run {spec.index}: parameter {name!r} is not a JSON value ({value!r})",
+                param=name,
+            ) from None
+    return json.dumps(spec.params, sort_keys=True)
+
+
 def _absolute(program: str) -> str:
     """A program given by file path, made absolute (workers may start elsewhere)."""
     if program.endswith(".toml"):
@@ -290,15 +304,7 @@ class Campaign:
         """The runs, once every run's program, parameters and machine are known to be usable:
         otherwise a :class:`CampaignError` naming the first bad run."""
         specs = self.specs()
-        for spec in specs:
-            for name, value in spec.params.items():
-                try:
-                    json.dumps(value)
-                except (TypeError, ValueError):
-                    raise CampaignError(
-                        f"{spec.label}: parameter {name!r} is not a JSON value ({value!r})",
-                        param=name,
-                    ) from None
+        keys = [_params_key(spec) for spec in specs]
         if specs[0].is_scenario:
             from ._scenario import load_with_overrides
 
@@ -307,12 +313,11 @@ class Campaign:
             return specs
         fn = import_program(specs[0])
         checked: set[str] = set()  # runs with the same parameters pass or fail alike
-        for spec in specs:
-            params = json.dumps(spec.params, sort_keys=True)
-            if params not in checked:
+        for spec, key in zip(specs, keys, strict=True):
+            if key not in checked:
                 spec.machine_config()
                 call_arguments(spec, fn)
-                checked.add(params)
+                checked.add(key)
         return specs
 
     def run(
@@ -321,7 +326,7 @@ class Campaign:
         *,
         jobs: int | None = None,
         dask: str | None = None,
-        executor: Any = None,
+        executor: Executor | None = None,
         progress: bool | None = False,
         retry_failed: bool = False,
     ) -> Results:
