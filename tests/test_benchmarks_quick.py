@@ -46,12 +46,13 @@ SCRIPTS: dict[str, tuple[str, bool]] = {
         rf"campaign_scaling runs=\d+ same=1 procs_speedup={NUM} dask_overhead_pct=-?{NUM}",
         True,
     ),
-    "full_machine.py": (r"full_machine missed=\d+", True),
     "report.py": (r"missed=\d+", True),  # about 40 s of CPU: every quick form above
 }
 
 #: scripts whose quick form another test runs -> that test
 COVERED_ELSEWHERE: dict[str, str] = {
+    "full_machine.py": "tests/test_memory_perf_semantics.py::"
+    "test_full_machine_benchmark_quick_runs_and_checks_its_bytes",
     "isa_engine.py": "tests/test_benchmarks_isa.py::test_isa_engine_quick_compares_its_variants",
     "isa_rate.py": "tests/test_benchmarks_isa.py::test_isa_rate_runs_small",
 }

@@ -123,7 +123,7 @@ def test_keysum_under_any_schedule(
 
 
 @pytest.mark.long
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     case=keysum_cases(),
     explore_seed=explore_seeds(),

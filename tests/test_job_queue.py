@@ -88,7 +88,7 @@ def test_parallel_job_never_overtakes_waiting_job(pim: Pim) -> None:
 
 
 @pytest.mark.long
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario=scenarios(), explore_seed=explore_seeds())
 def test_rank_queue_matches_reference_model_long(
     pim: Pim, scenario: tuple[aiopim.MachineConfig, list[Op]], explore_seed: int | None

@@ -3,6 +3,7 @@ shared by a broadcast, partial page writes, reads of unwritten pages, lazily bac
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
 
@@ -343,5 +344,6 @@ def test_full_machine_benchmark_quick_runs_and_checks_its_bytes() -> None:
         [sys.executable, str(script), "--quick"], capture_output=True, text=True, check=True
     ).stdout
     assert "## Goal 4" in out and "## Goal 5" in out
+    assert re.fullmatch(r"full_machine missed=\d+", out.rstrip().splitlines()[-1])
     memory = out[out.index("## Goal 5") :]
     assert memory.count(" ok") == 3, memory

@@ -239,7 +239,7 @@ def test_fifo_conservation_when_pushes_and_drains_are_cancelled(
 
 
 @pytest.mark.long
-@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario=fifo_scenarios(min_size=4, cancels=True), explore_seed=explore_seeds())
 def test_fifo_conservation_when_pushes_and_drains_are_cancelled_long(
     pim: Pim,
