@@ -60,7 +60,7 @@ def format_dpu_ranges(dpus: Iterable[str | _Named], limit: int = 8) -> str:
     return f"{text} … and {left} more" if left else text
 
 
-def _numbers(noun: str, ids: list[int]) -> str:
+def format_numbers(noun: str, ids: list[int]) -> str:
     """``tasklet 3`` or ``tasklets 0-2, 5``."""
     if len(ids) == 1:
         return f"{noun} {ids[0]}"
@@ -117,7 +117,7 @@ def _dpu_lines(group: list[str], states: _States) -> list[str]:
     """One line per state of a group of DPUs in the same states."""
     out = []
     for state, tasklets in states:
-        who = _numbers("tasklet", list(tasklets)) if tasklets else ""
+        who = format_numbers("tasklet", list(tasklets)) if tasklets else ""
         if len(group) == 1:  # as reported, tasklets in one line: DPU 0.0.0 tasklets 0-3 ...
             out.append(f"DPU {group[0]} {who} {state}" if who else f"DPU {group[0]} {state}")
         else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ._dpulist import format_dpu_list
+from ._dpulist import format_dpu_list, format_numbers
 
 if TYPE_CHECKING:
     from ._machine._dpu import Dpu
@@ -56,21 +56,7 @@ def dpu_location(dpu: Dpu) -> str:
     places: dict[str, list[int]] = {}
     for t, where in threads:
         places.setdefault(where, []).append(t)
-    return "; ".join(f"{_numbers(noun, ts)} {where}" for where, ts in places.items())
-
-
-def _numbers(noun: str, ids: list[int]) -> str:
-    """``thread 3`` or ``threads 0-2, 5``."""
-    if len(ids) == 1:
-        return f"{noun} {ids[0]}"
-    runs: list[list[int]] = []
-    for i in sorted(ids):
-        if runs and i == runs[-1][-1] + 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    parts = [str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs]
-    return f"{noun}s {', '.join(parts)}"
+    return "; ".join(f"{format_numbers(noun, ts)} {where}" for where, ts in places.items())
 
 
 def _binary_location(runner: Any, isa: Any) -> list[tuple[int, str]]:
