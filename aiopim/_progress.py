@@ -25,6 +25,8 @@ from rich.progress import Progress as _RichProgress
 from rich.table import Column
 from rich.text import Text
 
+from .timing import format_ps
+
 __all__ = ["Progress", "progress_enabled", "virtual_time"]
 
 #: seconds between two updates passed to the display (the display redraws 4 times a second)
@@ -49,11 +51,12 @@ def _isatty(stream: TextIO | None) -> bool:
 
 
 def virtual_time(ps: float) -> str:
-    """A virtual time in picoseconds with a readable unit: ``12.5 ms``, ``3 us``, ``0 s``."""
-    for unit, scale in (("s", 1e12), ("ms", 1e9), ("us", 1e6), ("ns", 1e3)):
-        if abs(ps) >= scale:
-            return f"{ps / scale:.3g} {unit}"
-    return f"{ps:.3g} ps" if ps else "0 s"
+    """A virtual time as :func:`aiopim.timing.format_ps` prints it, without trailing zeros
+    (``12.5 ms``, ``3 us``, ``0 s``): the progress line redraws often."""
+    number, unit = format_ps(round(ps)).rsplit(" ", 1)
+    if "." in number:
+        number = number.rstrip("0").rstrip(".")
+    return f"{number} {unit}"
 
 
 def _time_column() -> Column:
