@@ -6,6 +6,7 @@ in a trace, and nothing at all when disabled or when the stream is not a termina
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from types import TracebackType
@@ -27,7 +28,7 @@ from rich.text import Text
 
 from .timing import format_ps
 
-__all__ = ["Progress", "progress_enabled", "virtual_time"]
+__all__ = ["Progress", "add_progress_options", "progress_enabled", "virtual_time"]
 
 #: seconds between two updates passed to the display (the display redraws 4 times a second)
 UPDATE_INTERVAL = 0.05
@@ -43,6 +44,24 @@ def progress_enabled(flag: bool | None, stream: TextIO | None = None) -> bool:
     if flag is not None:
         return flag
     return _isatty(sys.stderr if stream is None else stream)
+
+
+def add_progress_options(ap: argparse.ArgumentParser) -> None:
+    """``--progress``, ``--no-progress`` / ``--quiet`` (default: shown on a terminal)."""
+    group = ap.add_mutually_exclusive_group()
+    group.add_argument(
+        "--progress",
+        action="store_true",
+        default=None,
+        help="show a progress display on stderr (default: only when stderr is a terminal)",
+    )
+    group.add_argument(
+        "--no-progress",
+        "--quiet",
+        dest="progress",
+        action="store_false",
+        help="show no progress display",
+    )
 
 
 def _isatty(stream: TextIO | None) -> bool:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from types import ModuleType
 
 from . import DeadlockError, DpuError, TimeLimitError, __version__
-from ._progress import Progress, virtual_time
+from ._progress import Progress, add_progress_options, virtual_time
 from .elf import main_symbols
 from .timing import format_ps
 
@@ -211,7 +211,7 @@ def _replay(argv: list[str], user_dirs: list[str]) -> int:
         help="import MODULE first (it registers kernels or actions); repeatable",
     )
     ap.add_argument("--debug", action="store_true", help="print tracebacks of errors")
-    _progress_options(ap)
+    add_progress_options(ap)
     _limit_options(ap)
     opts = ap.parse_args(argv)
     for module in opts.modules:
@@ -277,7 +277,7 @@ def _record(argv: list[str], user_dirs: list[str]) -> int:
     ap.add_argument("--trace", metavar="OUT.json", help="also write the run's Chrome trace")
     _time_limit_option(ap)
     ap.add_argument("--debug", action="store_true", help="print tracebacks of errors")
-    _progress_options(ap)
+    add_progress_options(ap)
     opts = ap.parse_args(argv)
     module, _, func = opts.program.partition(":")
     if not module or not func:
@@ -336,24 +336,6 @@ def _backend_seed_options(ap: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         help="seed of the emulator's random draws, e.g. Memclave keys (default: %(default)s)",
-    )
-
-
-def _progress_options(ap: argparse.ArgumentParser) -> None:
-    """``--progress``, ``--no-progress`` / ``--quiet`` (default: shown on a terminal)."""
-    group = ap.add_mutually_exclusive_group()
-    group.add_argument(
-        "--progress",
-        action="store_true",
-        default=None,
-        help="show a progress display on stderr (default: only when stderr is a terminal)",
-    )
-    group.add_argument(
-        "--no-progress",
-        "--quiet",
-        dest="progress",
-        action="store_false",
-        help="show no progress display",
     )
 
 
@@ -498,7 +480,7 @@ def _conformance(argv: list[str], user_dirs: list[str]) -> int:
         choices=list(ENGINES),
         help="instruction-set engine: pure Python or compiled (default: the environment's)",
     )
-    _progress_options(ap)
+    add_progress_options(ap)
     opts = ap.parse_args(argv)
     if not os.path.isdir(opts.directory):
         raise CommandError(f"{opts.directory}: not a directory of binaries", EXIT_INPUT)

@@ -13,14 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .._progress import progress_enabled
+from .._progress import add_progress_options, progress_enabled
+from ..cli import EXIT_FAILED, EXIT_INPUT, CommandError
 from ._explore import ExploreReport, explore, replay_schedule
 from ._results import _columns, format_ps
 from ._spec import MAX_SEED, CampaignError
 from ._toml import load_campaign
-
-EXIT_FAILED = 1
-EXIT_INPUT = 2
 
 
 def _executor_options(ap: argparse.ArgumentParser) -> None:
@@ -32,11 +30,7 @@ def _executor_options(ap: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--scheduler", metavar="ADDRESS", help="run on the Dask cluster at ADDRESS (tcp://...)"
     )
-    bar = ap.add_mutually_exclusive_group()
-    bar.add_argument("--progress", action="store_true", default=None, help="progress on stderr")
-    bar.add_argument(
-        "--no-progress", "--quiet", dest="progress", action="store_false", help="no progress"
-    )
+    add_progress_options(ap)
     ap.add_argument("--debug", action="store_true", help="print tracebacks of errors")
 
 
@@ -45,8 +39,6 @@ def _where(opts: argparse.Namespace) -> dict[str, Any]:
 
 
 def _input_error(exc: CampaignError) -> Exception:
-    from ..cli import CommandError
-
     return CommandError(str(exc), EXIT_INPUT)
 
 

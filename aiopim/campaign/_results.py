@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import timing
 from ._run import TABLE_KEYS
 from ._store import CAMPAIGN_FILE, RESULTS_FILE, read_records
 
@@ -23,13 +24,8 @@ FIGURE_COLUMNS = (
 
 
 def format_ps(ps: int | None) -> str:
-    """A virtual duration with its unit: ``192.405 us``, ``10.2 s``."""
-    if ps is None:
-        return "-"
-    for unit, scale in (("s", 10**12), ("ms", 10**9), ("us", 10**6), ("ns", 10**3)):
-        if ps >= scale:
-            return f"{ps / scale:.3f} {unit}"
-    return f"{ps} ps"
+    """A virtual duration as :func:`aiopim.timing.format_ps` prints it; ``-`` for none."""
+    return "-" if ps is None else timing.format_ps(ps)
 
 
 class Results:
