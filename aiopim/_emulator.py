@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import gc
 import math
 import signal
 import threading
+import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from types import FrameType
@@ -60,15 +63,16 @@ class Emulator:
         self.seed = seed
         self.kernel = Kernel(explore_seed=seed if explore else None)
         self.bridge = Bridge(self.kernel)
-        self.bridge.emulator = self
+        self.bridge.emulator = weakref.ref(self)
         self.recorder: Recorder | None = Recorder(self.kernel) if record else None
         self.machine = Machine(self.kernel, machine or MachineConfig(), self.recorder)
+        weakref.finalize(self, _dropped, self.machine).atexit = False
         #: observer of host operations (``aiopim.scenario.record``); None when not recording
         self.op_log: OpLog | None = None
         self._callback_requests: deque[Callable[[], Awaitable[None]]] = deque()
         self._service_waiter: HostWaiter | None = None
         self._service_running = False
-        self.host_errors: list[BaseException] = []
+        self._host_errors: list[BaseException] = []
 
     # -- machine ---------------------------------------
     @property
@@ -83,16 +87,16 @@ class Emulator:
     # -- running ---------------------------------------
     def asyncio_loop_factory(self) -> asyncio.AbstractEventLoop:
         """An asyncio event loop running in this emulator's virtual time."""
-        return AsyncioBackend(self.bridge).loop_factory()
+        return AsyncioBackend(self.bridge).loop_factory(self)
 
     def trio_clock(self) -> trio.abc.Clock:
         """A trio clock running this emulator's virtual time (pass as ``clock=``)."""
-        return TrioBackend(self.bridge).clock()
+        return TrioBackend(self.bridge).clock(self)
 
     def anyio_backend(self, backend: str) -> tuple[str, dict[str, Any]]:
         """``(name, options)`` for ``anyio.run`` or the anyio pytest plugin's ``anyio_backend``."""
         cls = backend_class(backend)
-        return cls.name, cls(self.bridge).anyio_options()
+        return cls.name, cls(self.bridge).anyio_options(self)
 
     def run(
         self,
@@ -110,7 +114,10 @@ class Emulator:
         ``progress``: show the virtual time reached, the DPUs running and the wall time on
         standard error (None: only if it is a terminal); it changes nothing in the run.
         """
-        name, options = self.anyio_backend(backend)
+        cls = backend_class(backend)
+        # no owner: this call keeps the emulator alive, and after it trio's runner (a cycle)
+        # would keep it alive until the garbage collector runs
+        name, options = cls.name, cls(self.bridge).anyio_options()
         limit_ps = _time_limit_ps(time_limit)
         # Ctrl-C is watched only if it would interrupt the program (the loop installs its own
         # handler for the default one; it is chained to in _root)
@@ -191,14 +198,15 @@ class Emulator:
     ) -> T:
         bridge = self.bridge
         bridge.start_run(limit_ps)
-        bridge.describe_running = lambda: running_dpus(self.machine)
+        bridge.describe_running = functools.partial(running_dpus, self.machine)
         finished = False
         result: Any = None
         error: Exception | None = None
         with _sigint_interrupts(bridge) if watch_sigint else contextlib.nullcontext():
             async with anyio.create_task_group() as tg:
                 self._service_running = True
-                tg.start_soon(self._callback_service)
+                service = anyio.CancelScope()
+                tg.start_soon(self._callback_service, service)
                 try:
                     with anyio.CancelScope() as scope:
                         bridge.main_scope = scope
@@ -212,15 +220,23 @@ class Emulator:
                     # process exits and frees its ranks): the kernel runs no more
                     bridge.ended = True
                     bridge.main_scope = None
-                    tg.cancel_scope.cancel()
-        failure = bridge.failure
-        if failure is not None and (not finished or isinstance(failure, TimeLimitError)):
-            raise failure
-        if error is not None:
-            raise error
-        if self.host_errors:
-            raise self.host_errors[0]
+                    service.cancel()
+        raised = self._run_error(finished, error)
+        if raised is not None:
+            raise raised
         return result  # type: ignore[no-any-return]
+
+    def _run_error(self, finished: bool, error: Exception | None) -> BaseException | None:
+        """What the run ended with: the bridge's failure (a deadlock, a DPU crash, the time
+        limit), else ``error`` from the host program, else a callback's error. The emulator
+        keeps none of them: the next run starts clean."""
+        failure, self.bridge.failure = self.bridge.failure, None
+        host_errors, self._host_errors = self._host_errors, []
+        if failure is not None and (not finished or isinstance(failure, TimeLimitError)):
+            return failure
+        if error is not None:
+            return error
+        return host_errors[0] if host_errors else None
 
     # -- host callbacks ---------------------------------------
     @property
@@ -235,30 +251,37 @@ class Emulator:
         if w is not None and w.pending:
             self.kernel.call_soon(lambda _: w.resolve() if w.pending else None)
 
-    async def _callback_service(self) -> None:
+    async def _callback_service(self, scope: anyio.CancelScope) -> None:
+        # cancelled through its own scope, so the task ends normally: a cancellation escaping
+        # the task would be kept by asyncio, with frames holding this emulator
         try:
-            async with anyio.create_task_group() as tg:
-                while True:
-                    if not self._callback_requests:
-                        w = self.kernel.new_waiter("callback requests", daemon=True)
-                        self._service_waiter = w
-                        await self.bridge.wait(w)
-                        continue
-                    fn = self._callback_requests.popleft()
-                    tg.start_soon(self._run_host_fn, fn)
-                    # let the new task run until it blocks before starting another
-                    w = self.kernel.new_waiter("callback start", daemon=True)
-                    self.kernel.call_soon(_resolve_waiter, w)
-                    await self.bridge.wait(w)
+            with scope:
+                await self._serve_callbacks()
         finally:
             self._service_running = False
             self._service_waiter = None
+
+    async def _serve_callbacks(self) -> None:
+        """Start each requested callback job as a host task, one per idle pass."""
+        async with anyio.create_task_group() as tg:
+            while True:
+                if not self._callback_requests:
+                    w = self.kernel.new_waiter("callback requests", daemon=True)
+                    self._service_waiter = w
+                    await self.bridge.wait(w)
+                    continue
+                fn = self._callback_requests.popleft()
+                tg.start_soon(self._run_host_fn, fn)
+                # let the new task run until it blocks before starting another
+                w = self.kernel.new_waiter("callback start", daemon=True)
+                self.kernel.call_soon(_resolve_waiter, w)
+                await self.bridge.wait(w)
 
     async def _run_host_fn(self, fn: Callable[[], Awaitable[None]]) -> None:
         try:
             await fn()
         except Exception as exc:
-            self.host_errors.append(exc)
+            self._host_errors.append(exc)
             self.bridge._fail(exc)
 
     async def delay(self, ps: int, description: str = "virtual time") -> None:
@@ -271,6 +294,24 @@ class Emulator:
     def now_ps(self) -> int:
         """Virtual time in picoseconds."""
         return self.kernel.now
+
+
+#: bytes of memories that dropped emulators may hold before aiopim runs the garbage collector
+GC_AFTER_DROPPED_BYTES = 256 << 20
+_dropped_bytes = 0
+
+
+def _dropped(machine: Machine) -> None:
+    """An emulator was dropped. Its machine's objects refer to each other (a rank and its DPUs,
+    a DPU and its runner), so only the garbage collector frees them; it runs by counts of new
+    objects, and a machine is few objects holding many bytes. Collect once dropped machines hold
+    :data:`GC_AFTER_DROPPED_BYTES`, so a process running emulators one after another (tests,
+    sweeps) keeps the memory of a few."""
+    global _dropped_bytes
+    _dropped_bytes += machine.held_bytes()
+    if _dropped_bytes >= GC_AFTER_DROPPED_BYTES:
+        _dropped_bytes = 0
+        gc.collect()
 
 
 def _resolve_waiter(w: HostWaiter) -> None:
@@ -356,7 +397,7 @@ def current_emulator() -> Emulator:
 
 
 def _emulator_of(bridge: Bridge) -> Emulator | None:
-    emu = bridge.emulator
+    emu = bridge.emulator() if bridge.emulator is not None else None
     return emu if isinstance(emu, Emulator) else None
 
 

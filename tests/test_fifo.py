@@ -147,8 +147,9 @@ def test_fifo_declaration_rejects_bad_geometry(ptr_size: int, data_size: int) ->
 
 # --- the key-sum example --------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    ("ranks", "dpus", "per_rank"),
-    [(0, 1, 64), (1, 0, 4), (3, 0, 2), (0, 15, 16)],
+    ("backend", "ranks", "dpus", "per_rank"),
+    # each machine on one backend, in turn (both give the same, test_keysum_is_identical_...)
+    [("asyncio", 0, 1, 64), ("trio", 1, 0, 4), ("asyncio", 3, 0, 2), ("trio", 0, 15, 16)],
     # 15 DPUs of a rank of 16: DPU 7 is disabled, the others are not consecutive
     ids=["1dpu", "1rank", "3ranks", "rank_with_a_hole"],
 )

@@ -307,7 +307,7 @@ _TOKENS = [
 ]  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(
     st.lists(
         st.lists(st.one_of(st.sampled_from(_TOKENS), st.text(max_size=3)), max_size=8),

@@ -60,7 +60,7 @@ def test_every_signature_round_trips(chunk: int) -> None:
     assert (prog.status == DecodeStatus.OK).all()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.integers(0, (1 << 48) - 1))
 def test_vector_decoder_agrees_with_scalar(word: int) -> None:
     ins = decode(word)
@@ -147,7 +147,7 @@ def test_encode_rejects_bad_fields() -> None:
         signature_index("add:xyz")
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.integers(0, NSIGS - 1), st.integers(0, 2**32 - 1))
 def test_round_trip_property(sig: int, seed: int) -> None:
     ins = random_instruction(sig, random.Random(seed))

@@ -19,7 +19,9 @@ from aiopim.isa import _tables as T
 WRAM = 65536
 #: padding after the instruction: jump targets are drawn inside it
 PAD = 16
-TRIALS = 6
+#: random instances of each form: in the default run, and in the ``long`` one
+TRIALS = 3
+LONG_TRIALS = 20
 PC_FIELD = FIELD_NAMES.index("pc")
 
 
@@ -48,13 +50,27 @@ def _state(rng: random.Random) -> tuple[list[int], int, int, np.ndarray]:
     return regs, rng.getrandbits(1), rng.getrandbits(1), wram
 
 
-@pytest.mark.parametrize(
+SIGS = pytest.mark.parametrize(
     "sig", range(len(T.SIG_KEYWORD)), ids=lambda s: f"{T.SIG_KEYWORD[s]}:{T.SIG_FORM[s]}"
 )
+
+
+@SIGS
 def test_interpreter_agrees_with_the_reference(sig: int) -> None:
-    rng = random.Random(sig)
+    check_against_the_reference(sig, random.Random(sig), TRIALS)
+
+
+@pytest.mark.long
+@SIGS
+def test_interpreter_agrees_with_the_reference_long(sig: int) -> None:
+    check_against_the_reference(sig, random.Random(f"long {sig}"), LONG_TRIALS)
+
+
+def check_against_the_reference(sig: int, rng: random.Random, trials: int) -> None:
+    """``trials`` random instances of form ``sig`` on random state: the interpreter and the
+    reference agree."""
     stop = encode_stop()
-    for _ in range(TRIALS):
+    for _ in range(trials):
         ins = random_instruction(sig, rng)
         row = decode_program(np.array([encode(ins)], np.uint64)).values[0].copy()
         if any(op[1] == T.KIND_PC for op in T.SIG_OPERANDS[sig]):

@@ -65,17 +65,24 @@ def _assert_same(machines: list[Machine]) -> None:
         assert np.array_equal(a, b)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    words=programs(),
-    seed=st.integers(0, 2**32 - 1),
-    small=st.booleans(),
-)
-def test_compiled_and_python_loops_agree(words: list[int], seed: int, small: bool) -> None:
+def _loops_agree(words: list[int], seed: int, small: bool) -> None:
     machines = _twins(words, seed, small, jits=(False, True))
     reasons = [m.run(cycles=4000, steps=300) for m in machines]
     assert reasons[0] == reasons[1]
     _assert_same(machines)
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(words=programs(), seed=st.integers(0, 2**32 - 1), small=st.booleans())
+def test_compiled_and_python_loops_agree(words: list[int], seed: int, small: bool) -> None:
+    _loops_agree(words, seed, small)
+
+
+@pytest.mark.long
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(words=programs(), seed=st.integers(0, 2**32 - 1), small=st.booleans())
+def test_compiled_and_python_loops_agree_long(words: list[int], seed: int, small: bool) -> None:
+    _loops_agree(words, seed, small)
 
 
 def test_the_pxd_declares_the_constants_values() -> None:

@@ -42,7 +42,7 @@ def _synced(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _keysum(backend: str) -> dict[str, Any]:
-    emu = aiopim.Emulator(aiopim.MachineConfig(nr_ranks=2, nr_dpus_per_rank=16))
+    emu = aiopim.Emulator(aiopim.MachineConfig(nr_ranks=2, nr_dpus_per_rank=4))
     r = emu.run(keysum.host, 2, 0, 16, "all", 0, "isa", backend=backend)
     assert r["complete"] and not r["wrong"]
     assert emu.recorder is not None

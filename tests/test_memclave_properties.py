@@ -128,7 +128,7 @@ def check_sequence(backend: str, steps: list[tuple[Any, ...]]) -> None:
     run(backend, main, ranks=1)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.lists(op, max_size=12), backend=st.sampled_from(["asyncio", "trio"]))
 def test_random_vud_sequences_keep_the_sticky_rule(
     steps: list[tuple[Any, ...]], backend: str

@@ -593,7 +593,7 @@ def _run_sequence(backend: str, sequence: list[Call]) -> list[str]:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sequence=st.lists(calls, min_size=1, max_size=14))
 def test_random_misuse_only_raises_sdk_errors_or_type_errors(
     backend: str, sequence: list[Call]

@@ -229,8 +229,8 @@ def test_the_time_limit_stops_host_sleeps_and_clean_ups(backend: str) -> None:
 
     emu = aiopim.Emulator(MACHINE)
     with wall_clock_limit(30), pytest.raises(aiopim.TimeLimitError):
-        emu.run(main, backend=backend, time_limit=0.25)
-    assert emu.now_ps == 250 * MS
+        emu.run(main, backend=backend, time_limit=0.05)
+    assert emu.now_ps == 50 * MS
     assert len(cleaned) == 1  # cancelled with the host program
 
 

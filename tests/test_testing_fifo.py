@@ -199,7 +199,7 @@ def test_a_drain_flushed_on_one_rank_keeps_the_other_ranks_elements(pim: Pim) ->
 
 
 # --- the default property -------------------------------------------------------------------------
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario=fifo_scenarios(min_size=4), explore_seed=explore_seeds())
 def test_fifo_conservation_under_any_program_and_schedule(
     pim: Pim,
@@ -228,7 +228,7 @@ def check_conserved_with_cancels(
     assert len(log.results) == len(ops)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario=fifo_scenarios(min_size=4, cancels=True), explore_seed=explore_seeds())
 def test_fifo_conservation_when_pushes_and_drains_are_cancelled(
     pim: Pim,

@@ -243,7 +243,7 @@ def check(pim: Pim, data: st.DataObject) -> None:
         pim.run(scenario, data, Path(tmp), machine=MACHINE)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_umem_agrees_with_a_bytes_model(pim: Pim, data: st.DataObject) -> None:
     check(pim, data)

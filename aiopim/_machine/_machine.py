@@ -23,6 +23,14 @@ class Machine:
         """The ranks built so far, by index."""
         return [self._ranks[i] for i in sorted(self._ranks)]
 
+    def held_bytes(self) -> int:
+        """The most host memory the machine's memories hold: the WRAM and IRAM of its ranks
+        as mapped, and the MRAM pages of their DPUs."""
+        return sum(
+            r.wram_memory.nbytes + r.iram_memory.nbytes + sum(d.mram.resident_bytes for d in r.dpus)
+            for r in self._ranks.values()
+        )
+
     def is_allocated(self, index: int) -> bool:
         """True if rank ``index`` is held by an allocation (without building it)."""
         r = self._ranks.get(index)

@@ -9,6 +9,7 @@ the host become picoseconds through the one conversion :func:`seconds_to_ps` on 
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import selectors
 from abc import ABC, abstractmethod
@@ -31,8 +32,9 @@ class HostBackend(ABC):
         self.bridge = bridge
 
     @abstractmethod
-    def anyio_options(self) -> dict[str, Any]:
-        """``backend_options`` for ``anyio.run`` that put the loop in virtual time."""
+    def anyio_options(self, owner: object = None) -> dict[str, Any]:
+        """``backend_options`` for ``anyio.run`` that put the loop in virtual time (the loop
+        or clock keeps ``owner``, the bridge's emulator, alive)."""
 
     @abstractmethod
     async def wait(self, waiter: HostWaiter) -> Any:
@@ -48,13 +50,13 @@ class AsyncioBackend(HostBackend):
 
     name = "asyncio"
 
-    def loop_factory(self) -> asyncio.AbstractEventLoop:
-        """A new event loop in this bridge's virtual time."""
+    def loop_factory(self, owner: object = None) -> asyncio.AbstractEventLoop:
+        """A new event loop in this bridge's virtual time (keeping ``owner`` alive)."""
         self.bridge.host = self
-        return VirtualEventLoop(self.bridge)
+        return VirtualEventLoop(self.bridge, owner)
 
-    def anyio_options(self) -> dict[str, Any]:
-        return {"loop_factory": self.loop_factory}
+    def anyio_options(self, owner: object = None) -> dict[str, Any]:
+        return {"loop_factory": functools.partial(self.loop_factory, owner)}
 
     async def wait(self, waiter: HostWaiter) -> Any:
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -81,12 +83,13 @@ class TrioBackend(HostBackend):
 
     name = "trio"
 
-    def clock(self) -> VirtualTrioClock:
-        """A trio clock in this bridge's virtual time (pass as ``clock=``)."""
-        return VirtualTrioClock(self)
+    def clock(self, owner: object = None) -> VirtualTrioClock:
+        """A trio clock in this bridge's virtual time (pass as ``clock=``; it keeps ``owner``
+        alive)."""
+        return VirtualTrioClock(self, owner)
 
-    def anyio_options(self) -> dict[str, Any]:
-        return {"clock": self.clock()}
+    def anyio_options(self, owner: object = None) -> dict[str, Any]:
+        return {"clock": self.clock(owner)}
 
     async def wait(self, waiter: HostWaiter) -> Any:
         waiter.handle = trio.lowlevel.current_task()
@@ -165,11 +168,13 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     #: asyncio's heap of timers (BaseEventLoop's own attribute)
     _scheduled: list[asyncio.TimerHandle]
 
-    def __init__(self, bridge: Bridge) -> None:
+    def __init__(self, bridge: Bridge, owner: object = None) -> None:
         selector = _VirtualSelector()
         super().__init__(selector=selector)
         selector.on_idle = self._on_idle
         self.aiopim_bridge = bridge
+        #: the emulator, kept alive while its loop exists (its bridge refers to it weakly)
+        self.aiopim_owner = owner
         self._kernel = bridge.kernel
         self._reached = _Reached()
 
@@ -241,9 +246,11 @@ class _Reached:
 class VirtualTrioClock(trio.abc.Clock):
     """trio clock reading the kernel's virtual time; runs the kernel when trio is idle."""
 
-    def __init__(self, backend: TrioBackend) -> None:
+    def __init__(self, backend: TrioBackend, owner: object = None) -> None:
         self._backend = backend
         self.aiopim_bridge = backend.bridge
+        #: the emulator, kept alive while its clock exists (its bridge refers to it weakly)
+        self.aiopim_owner = owner
         self._kernel = backend.bridge.kernel
         self._reached = _Reached()
 

@@ -8,6 +8,7 @@ host waiter, so host tasks react to emulator results in kernel order on both bac
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +26,10 @@ class Bridge:
 
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
-        #: the Emulator owning this bridge
-        self.emulator: Any = None
+        #: the Emulator owning this bridge, weakly: a finished emulator is freed (and its
+        #: memories with it) as soon as its user drops it, without waiting for the garbage
+        #: collector to find the cycle
+        self.emulator: weakref.ref[Any] | None = None
         #: the event-loop backend driving the host (set when its loop or clock starts)
         self.host: HostBackend | None = None
         #: cancelled (with ``failure`` set) when the host must be stopped (deadlock, crash)

@@ -65,13 +65,26 @@ class DhKeyPair:
         y = int.from_bytes(peer_public, "big")
         if not 2 <= y <= MODP_2048_P - 2:
             return None
-        try:
-            with _ffdh():
-                peer = dh.DHPublicNumbers(y, _GROUP).public_key()
-                secret = self._key.exchange(peer)
-        except ValueError:
-            return None
-        return secret.rjust(DH_BYTES, b"\0")
+        # g^(xy) depends only on the two public values: the host and the DPU, and runs that
+        # repeat a key exchange (tests, explorations of one program), compute it once
+        pair = (min(self.public, peer_public), max(self.public, peer_public))
+        secret = _SECRETS.get(pair)
+        if secret is None:
+            try:
+                with _ffdh():
+                    peer = dh.DHPublicNumbers(y, _GROUP).public_key()
+                    secret = self._key.exchange(peer).rjust(DH_BYTES, b"\0")
+            except ValueError:
+                return None
+            if len(_SECRETS) >= _SECRETS_KEPT:
+                _SECRETS.clear()
+            _SECRETS[pair] = secret
+        return secret
+
+
+#: shared secrets by their two public values (a bounded memo: cleared when full)
+_SECRETS: dict[tuple[bytes, bytes], bytes] = {}
+_SECRETS_KEPT = 1 << 14
 
 
 def session_key(shared_secret: bytes, counter: bytes) -> bytes:
