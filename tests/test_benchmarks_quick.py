@@ -32,12 +32,14 @@ SCRIPTS: dict[str, tuple[str, bool]] = {
         rf"keysum_python cpu_per_event_growth={NUM} \(CPU per event at 1 rank\(s\) / at 1\)",
         True,
     ),
-    "prim/arithmetic_throughput.py": (rf"prim_arithmetic best_mops={NUM}", False),
+    # the three PrIM scripts' host programs also run in the default suite, through
+    # prim/report.py below and tests/test_timing_model.py
+    "prim/arithmetic_throughput.py": (rf"prim_arithmetic best_mops={NUM}", True),
     "prim/mram_latency.py": (
         rf"prim_mram_latency read_mbps={NUM} write_mbps={NUM} bytes=\d+",
-        False,
+        True,
     ),
-    "prim/prim_stream.py": (rf"prim_stream mem=MRAM best_mbps={NUM}", False),
+    "prim/prim_stream.py": (rf"prim_stream mem=MRAM best_mbps={NUM}", True),
     "prim/report.py": (rf"prim within_10pct=\d+/\d+ worst_ratio={NUM}", False),
     "prim_isa.py": (r"prim_isa red_ips=\d+ trns_ips=\d+ ok=1", False),
     "isa_corpus.py": (r"isa_corpus compiled_ips=\d+ python_ips=\d+ same=1", True),
@@ -46,6 +48,7 @@ SCRIPTS: dict[str, tuple[str, bool]] = {
         rf"campaign_scaling runs=\d+ same=1 procs_speedup={NUM} dask_overhead_pct=-?{NUM}",
         True,
     ),
+    "emulator_memory.py": (rf"emulator_memory peak_ratio={NUM} cpu_ratio={NUM}", True),
     "report.py": (r"missed=\d+", True),  # about 40 s of CPU: every quick form above
 }
 

@@ -135,7 +135,7 @@ def test_a_missing_extension_falls_back_to_python_and_says_so_once(
     assert "pip install -e" in err
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(words=programs(), seed=st.integers(0, 2**32 - 1), chunk=st.integers(1, 40))
 def test_a_run_cut_into_chunks_is_one_run(words: list[int], seed: int, chunk: int) -> None:
     """Stopping at an instruction bound and going on issues exactly what one run issues."""
@@ -204,7 +204,7 @@ def test_zeros_stored_into_mram_never_written_are_served_in_the_loop(
     assert len(served) == 4  # one per DPU: its first transfer into the page
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(words=programs(), seed=st.integers(0, 2**32 - 1), small=st.booleans())
 def test_fast_rows_issue_what_the_general_path_issues(
     words: list[int], seed: int, small: bool

@@ -109,7 +109,7 @@ _ADD_NAMES = [
 
 
 @pytest.mark.parametrize("name", _ADD_NAMES)
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(
     a=u32, b=st.one_of(u32, st.sampled_from([0, 1, 31, 32, 1 << 31, M32])), zf0=st.integers(0, 1)
 )
@@ -162,7 +162,7 @@ _SUB_NAMES = [
 
 
 @pytest.mark.parametrize("name", _SUB_NAMES)
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(a=u32, b=st.one_of(u32, st.sampled_from([0, 1, 1 << 31, M32])), zf0=st.integers(0, 1))
 def test_sub_conditions(name: str, a: int, b: int, zf0: int) -> None:
     if b == 0 and a & 1:
@@ -299,7 +299,7 @@ _UNARY = {
 
 
 @pytest.mark.parametrize("op", sorted(_BINARY))
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(a=u32, b=st.one_of(st.integers(0, 64), u32))
 def test_binary_operations(op: str, a: int, b: int) -> None:
     m = one(f"{op}:rrr", rc="r2", ra="r0", rb="r1", init={"r0": a, "r1": b})
@@ -309,7 +309,7 @@ def test_binary_operations(op: str, a: int, b: int) -> None:
 
 
 @pytest.mark.parametrize("op", sorted(_UNARY))
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(a=st.one_of(u32, st.sampled_from([0, M32, 0x80, 0x8000, 1 << 31])))
 def test_unary_operations(op: str, a: int) -> None:
     m = one(f"{op}:rr", rc="r2", ra="r0", init={"r0": a})

@@ -49,7 +49,7 @@ def check_against_model(
     assert_sync_semantics(run)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario=scenarios(), explore_seed=explore_seeds())
 def test_rank_queue_matches_reference_model(
     pim: Pim, scenario: tuple[aiopim.MachineConfig, list[Op]], explore_seed: int | None

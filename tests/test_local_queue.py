@@ -156,9 +156,16 @@ class Runner:
         return self.log
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(programs())
 def test_local_queues_keep_the_kernel_order(prog: Program) -> None:
+    assert Runner(prog, local=True).run() == Runner(prog, local=False).run()
+
+
+@pytest.mark.long
+@settings(max_examples=500, deadline=None)
+@given(programs())
+def test_local_queues_keep_the_kernel_order_long(prog: Program) -> None:
     assert Runner(prog, local=True).run() == Runner(prog, local=False).run()
 
 

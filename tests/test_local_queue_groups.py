@@ -121,13 +121,24 @@ class Runner(queue_model.Runner):
         return log
 
 
-@settings(max_examples=60, deadline=None)
-@given(programs())
-def test_grouped_calls_keep_the_order_of_one_entry_per_call(prog: Program) -> None:
+def _grouped_is_single(prog: Program) -> None:
     grouped = Runner(prog).run()
     with one_entry_per_call():
         single = Runner(prog).run()
     assert grouped == single
+
+
+@settings(max_examples=30, deadline=None)
+@given(programs())
+def test_grouped_calls_keep_the_order_of_one_entry_per_call(prog: Program) -> None:
+    _grouped_is_single(prog)
+
+
+@pytest.mark.long
+@settings(max_examples=500, deadline=None)
+@given(programs())
+def test_grouped_calls_keep_the_order_of_one_entry_per_call_long(prog: Program) -> None:
+    _grouped_is_single(prog)
 
 
 def test_a_group_yields_to_an_event_that_comes_between_its_calls() -> None:

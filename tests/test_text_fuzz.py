@@ -97,7 +97,7 @@ def test_the_sources_to_mutate_are_there() -> None:
 
 @pytest.mark.parametrize("path", ASM_SOURCES, ids=lambda p: p.name)
 def test_mutated_assembly_gets_a_positioned_error(path: Path) -> None:
-    @settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(text=_mutants(path, _ASM_TOKEN, _ASM_EXTRA), chip=st.sampled_from(("v1A", "v1B")))
     def mutant(text: str, chip: str) -> None:
         check_asm(path, text, chip)
@@ -118,7 +118,7 @@ def test_mutated_assembly_gets_a_positioned_error_long(path: Path) -> None:
 
 @pytest.mark.parametrize("path", DIDL_SOURCES, ids=lambda p: p.name)
 def test_mutated_didl_gets_a_positioned_error(path: Path) -> None:
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=150, deadline=None)
     @given(text=_mutants(path, _DIDL_TOKEN, _DIDL_EXTRA))
     def mutant(text: str) -> None:
         check_didl(path, text)
