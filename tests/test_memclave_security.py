@@ -502,3 +502,20 @@ def test_binary_subkernel_runs_on_the_interpreter(backend: str) -> None:
         assert (out == 0x1234567890).all()
 
     run(backend, main)
+
+
+def test_a_shared_secret_is_the_same_computed_or_remembered() -> None:
+    from aiopim.memclave import _crypto
+
+    host, dpu = _crypto.DhKeyPair(12345), _crypto.DhKeyPair(67890)
+    p = _crypto.MODP_2048_P
+    expected = pow(int.from_bytes(dpu.public, "big"), 12345 % (p - 3) + 2, p)
+    expected_bytes = expected.to_bytes(_crypto.DH_BYTES, "big")
+    _crypto._SECRETS.clear()
+    assert host.shared_secret(dpu.public) == expected_bytes  # computed
+    assert len(_crypto._SECRETS) == 1
+    assert dpu.shared_secret(host.public) == expected_bytes  # remembered: the other side's
+    _crypto._SECRETS.clear()
+    assert dpu.shared_secret(host.public) == expected_bytes  # computed on this side
+    assert host.shared_secret((1).to_bytes(_crypto.DH_BYTES, "big")) is None  # out of range
+    assert len(_crypto._SECRETS) == 1
