@@ -10,6 +10,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+import anyio
 import numpy as np
 import pytest
 from helpers import emu, spin_program
@@ -91,8 +92,6 @@ def test_the_test_plugin_form_keeps_its_emulator_alive(backend: str) -> None:
     async def main() -> float:
         await aiopim.current_emulator().delay(5_000)
         return aiopim.now()
-
-    import anyio
 
     with no_garbage_collector():
         assert anyio.run(main, backend=name, backend_options=options) == 5e-9
