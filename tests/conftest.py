@@ -36,11 +36,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Exempt what collection built from the garbage collector's full passes, and make them
     rarer.
 
-    The test modules, their parameters and Hypothesis's strategies are about a million objects
+    The test modules, their parameters and Hypothesis's strategies are about 200,000 objects
     that live until the end: each full collection would walk them all again. What the tests
-    leave behind still makes Python's own full passes cost about 0.15 s each, and they came 65
-    times (8 s of CPU). The garbage that costs memory is that of dropped emulators, which aiopim
-    collects itself by the bytes they hold; the other full passes come ten times less often."""
+    leave behind still made Python's own full passes cost about 0.13 s each, and they came 65
+    times (8.6 s of CPU). The garbage that costs memory is that of dropped emulators, which
+    aiopim collects itself by the bytes they hold; the other full passes come ten times less
+    often."""
     gc.collect()
     gc.freeze()
     young, middle, _ = gc.get_threshold()

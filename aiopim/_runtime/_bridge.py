@@ -26,9 +26,9 @@ class Bridge:
 
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
-        #: the Emulator owning this bridge, weakly: a finished emulator is freed (and its
-        #: memories with it) as soon as its user drops it, without waiting for the garbage
-        #: collector to find the cycle
+        #: the Emulator owning this bridge, weakly: a finished emulator is finalized as soon as
+        #: its user drops it (its machine is then collected by the bytes it holds, see
+        #: ``_emulator._dropped``), without waiting for the garbage collector to find a cycle
         self.emulator: weakref.ref[Any] | None = None
         #: the event-loop backend driving the host (set when its loop or clock starts)
         self.host: HostBackend | None = None
