@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import runpy
 import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -108,3 +110,14 @@ def run_script(script: Path, *args: str) -> str:
     finally:
         sys.argv = argv
     return out.getvalue()
+
+
+def load_module(path: Path, name: str) -> ModuleType:
+    """The module in file ``path``, imported as ``name`` (a name of its own: two files called
+    ``report.py`` do not shadow each other) and registered, so that its dataclasses find it."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -9,7 +9,6 @@ script checks itself (results right, the same virtual times) is.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
@@ -17,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import load_module
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
@@ -83,11 +83,7 @@ def _corpus() -> Path:
 
 def _prim_binaries_missing() -> str | None:
     """Why ``prim_isa.py`` cannot run here (its PrIM binaries are not found), or None."""
-    spec = importlib.util.spec_from_file_location("_prim_isa_paths", BENCHMARKS / "prim_isa.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
+    module = load_module(BENCHMARKS / "prim_isa.py", "_prim_isa_paths")
     prim = module.corpus_dir() / "prim"
     if all(module.binary_path(prim / b).is_file() for b in ("RED", "TRNS")):
         return None

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import sys
 import tempfile
@@ -17,6 +16,7 @@ import anyio
 import kelonia_charcount as kc
 import numpy as np
 import pytest
+from helpers import load_module
 
 import aiopim
 from aiopim.cli import main as cli
@@ -38,20 +38,11 @@ ROOT = Path(__file__).resolve().parent.parent
 FIBONACCI = [1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144]
 
 
-def _import(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
     out = tmp_path_factory.mktemp("gen") / "charcount_interface.py"
     assert cli(["didl", str(ROOT / "examples" / "charcount.didl"), "-o", str(out)]) == 0
-    return _import(out, "charcount_interface")
+    return load_module(out, "charcount_interface")
 
 
 def test_the_generated_module_has_the_seeds_names(generated: ModuleType) -> None:
@@ -319,7 +310,7 @@ def test_generated_names_never_collide(tmp_path: Path) -> None:
     didl.write_text("function assembly(x: in u32[2], y: inout u64) { x <- sysmbox[0..1], "
                     "y <- dram[8] }")  # fmt: skip
     out = generate_file(didl)
-    module = _import(out, "task_interface")
+    module = load_module(out, "task_interface")
     assert module.TaskInterface.instance().Task is module.Task
     assert [t.name for t in module.Task] == ["assembly", "memory_copy"]
     text = out.read_text()

@@ -9,27 +9,14 @@ tests are skipped.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from helpers import load_module
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "prim_isa.py"
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("prim_isa", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-prim_isa = _load()
+prim_isa = load_module(SCRIPT, "prim_isa")
 PRIM = prim_isa.corpus_dir() / "prim"
 QUICK = prim_isa.SIZES["quick"]
 

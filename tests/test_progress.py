@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import io
 import re
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from helpers import emu, spin_program
+from helpers import emu, load_module, spin_program
 
 import aiopim
 from aiopim._progress import Progress, progress_enabled, virtual_time
@@ -321,12 +320,7 @@ def test_the_long_examples_take_quiet() -> None:
 def test_long_benchmarks_take_quiet(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     # loaded under a name of its own: benchmarks/report.py must not shadow benchmarks/prim/report.py
-    path = ROOT / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"_quiet_{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look themselves up
-    spec.loader.exec_module(module)
+    module = load_module(ROOT / "benchmarks" / f"{name}.py", f"_quiet_{name}")
     parse = argparse.ArgumentParser.parse_args
     seen: list[argparse.ArgumentParser] = []
 
