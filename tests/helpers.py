@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import os
 import runpy
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,6 +95,24 @@ def wall_clock_limit(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def script_outputs(script: Path, *args: str) -> tuple[str, str]:
+    """What ``python script --backend asyncio args`` prints, run as a process of its own as a
+    user runs it, and what it prints with ``--backend trio``, run in this process
+    (:func:`run_script`). Either failing fails."""
+    proc = subprocess.run(
+        [sys.executable, str(script), "--backend", "asyncio", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout, run_script(script, "--backend", "trio", *args)
 
 
 def run_script(script: Path, *args: str) -> str:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +10,7 @@ import anyio
 import kelonia_charcount as kc
 import numpy as np
 import pytest
-from helpers import run_script
+from helpers import script_outputs
 
 import aiopim
 from aiopim import DpuErrorCode, timing
@@ -347,15 +344,10 @@ def test_a_program_without_mailboxes_faults_on_sys_mbox_recv() -> None:
 
 
 def test_example_script_prints_the_same_on_both_backends() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    path = ROOT / "examples" / "kelonia_charcount.py"
-    args = ["--dpus", "4", "--large", "200000", "--block", "16384"]
-    proc = subprocess.run(
-        [sys.executable, str(path), "--backend", "asyncio", *args],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
+    outs = script_outputs(
+        ROOT / "examples" / "kelonia_charcount.py", "--dpus", "4", "--large", "200000",
+        "--block", "16384",
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    outs = [proc.stdout, run_script(path, "--backend", "trio", *args)]
     assert outs[0] == outs[1]
     assert "4 DPUs:" in outs[0] and "virtual time:" in outs[0]
 

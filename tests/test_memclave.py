@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import run_script
+from helpers import script_outputs
 from memclave_helpers import ADD, KEY, N, machine, ready_rank, run, run_add
 
 import aiopim
@@ -439,17 +436,7 @@ def test_memclave_jobs_are_rank_jobs_in_traces_and_summaries() -> None:
 
 
 def test_example_script_output_identical_on_both_backends() -> None:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    path = ROOT / "examples" / "memclave_add.py"
-    proc = subprocess.run(
-        [sys.executable, str(path), "--backend", "asyncio"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    outs = [proc.stdout, run_script(path, "--backend", "trio")]
+    outs = script_outputs(ROOT / "examples" / "memclave_add.py")
     assert outs[0] == outs[1]
     assert "c[i][j] == 3*j on 64 DPUs: ok" in outs[0]
     lines = {line.split()[0]: line for line in outs[0].splitlines()}

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import buddy_csv
@@ -13,7 +10,7 @@ import mram_variables
 import numpy as np
 import pytest
 import seqread_checksum
-from helpers import run_script
+from helpers import script_outputs
 
 import aiopim
 
@@ -59,15 +56,6 @@ def test_seqread_checksum_of_64k_counting_bytes(backend: str) -> None:
     ],
 )
 def test_example_scripts_print_the_result(script: str, expected: str) -> None:
-    path = ROOT / "examples" / script
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    as_run = subprocess.run(
-        [sys.executable, str(path), "--backend", "asyncio"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-        env=env,
-    ).stdout
+    as_run, in_process = script_outputs(ROOT / "examples" / script)
     assert expected in as_run
-    assert run_script(path, "--backend", "trio") == as_run
+    assert in_process == as_run

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import umem_host
 import umem_sync
-from helpers import run_script
+from helpers import script_outputs
 
 import aiopim
 from aiopim import umem
@@ -57,19 +54,7 @@ def test_the_dpu_launch_changes_mram_between_sync_and_update(backend: str) -> No
 
 
 def test_scripts_exit_0_with_identical_output() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for script in ("umem_sync.py", "umem_host.py"):
-        path = ROOT / "examples" / script
-        outs = [
-            subprocess.run(
-                [sys.executable, str(path), "--backend", "asyncio"],
-                capture_output=True,
-                text=True,
-                check=True,
-                timeout=120,
-                env=env,
-            ).stdout,
-            run_script(path, "--backend", "trio"),
-        ]
+        outs = script_outputs(ROOT / "examples" / script)
         assert outs[0] == outs[1]
         assert outs[0].endswith("OK\n") and "us virtual" in outs[0]
