@@ -313,7 +313,7 @@ class RowMemory:
     DPUs of a rank, one row each. A row costs host memory only where written, and clearing
     it gives that memory back."""
 
-    __slots__ = ("_map", "_stride", "nbytes", "rows")
+    __slots__ = ("_map", "_stride", "rows")
 
     def __init__(self, nr_rows: int, row_bytes: int) -> None:
         # each row starts on a page of its own, so that its pages can be dropped alone
@@ -321,8 +321,6 @@ class RowMemory:
         self._stride = stride = -(-row_bytes // page) * page
         flags = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
         size = nr_rows * stride
-        #: bytes mapped (the most host memory the rows can hold)
-        self.nbytes = size
         mapped = mmap.mmap(-1, size, flags=flags) if flags and size else None
         if mapped is not None:
             whole = np.frombuffer(mapped, np.uint8).reshape(nr_rows, stride)
@@ -333,6 +331,11 @@ class RowMemory:
         # the mapping whose pages ``clear`` drops: only Linux promises zeros after dropping the
         # pages of a private mapping
         self._map = mapped if sys.platform.startswith("linux") else None
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes mapped: the most host memory the rows can hold."""
+        return len(self.rows) * self._stride
 
     def clear(self, row: int) -> None:
         """Zero row ``row``: its pages are dropped (the next read sees zeros), or, where that
