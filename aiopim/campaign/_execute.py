@@ -138,19 +138,20 @@ class _Fanout:
     def _collect(self, future: Future[str], broken: list[int]) -> None:
         run = self.inflight.pop(future)
         try:
-            line = future.result()
+            line: str | None = future.result()
         except BrokenExecutor:
             broken.append(run)
             return
         except (Exception, CancelledError) as exc:  # our cancels never get here
-            if type(exc).__name__ != "KilledWorker":
+            if type(exc).__name__ == "KilledWorker":
+                line = _killed_workers(self.specs[run], exc)
+            else:
                 self.lost[run] = exc  # the executor's failure, not the run's: not stored
-                self.alone = None if run == self.alone else self.alone
-                return
-            line = _killed_workers(self.specs[run], exc)
+                line = None
         if run == self.alone:
-            self.alone = None
-        self._record(line)
+            self.alone = None  # settled: the next suspect may run alone
+        if line is not None:
+            self._record(line)
 
     def _recover(self, broken: list[int]) -> None:
         """The pool died: the runs it held are suspects, retried one at a time on a new pool."""
